@@ -1,0 +1,174 @@
+"""``tracepipe``: capture -> normalize -> analyze -> report, one subcommand per stage.
+
+Exit codes: 0 success, 1 a failure of the tool itself, 2 bad input (the message
+names the file and what was wrong with it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from pipeline import __version__, console
+from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, BadInputError
+
+DEFAULT_NORMALIZED = Path("build/normalized")
+#: Files a folder scan picks up; anything else in a capture folder (scripts, manifests) is not a trace.
+TRACE_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep", ".json", ".json.gz", ".csv", ".csv.gz")
+NOT_TRACES = ("manifest.json", "layers.json")
+
+EPILOG = """\b
+Exit codes: 0 ok, 1 tool failure, 2 bad input (file and reason are printed).
+Docs: README.md (quick start), docs/schema.md (every column and its unit)."""
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracepipe")
+def main() -> None:
+    """Which GPU kernels each layer of a PyTorch model launches, and how they land on the SMs.
+
+    \b
+    Typical session:
+      tracepipe normalize sample_traces/ --out build/normalized
+      tracepipe analyze build/normalized --out build/analysis
+      tracepipe sql build/normalized "SELECT layer, kernels, gpu_time_ns FROM layer_summary"
+      tracepipe report build/analysis --out report/
+    """
+
+
+def expand_inputs(inputs: tuple[Path, ...]) -> list[Path]:
+    """Files as given, folders scanned for traces; a ``.nsys-rep`` beside its ``.sqlite`` is skipped."""
+    files: list[Path] = []
+    for p in inputs:
+        if not p.is_dir():
+            files.append(p)
+            continue
+        found = sorted(
+            f
+            for f in p.rglob("*")
+            if f.is_file()
+            and f.name.lower().endswith(TRACE_SUFFIXES)
+            and f.name not in NOT_TRACES
+            and not any(part.startswith(".") for part in f.relative_to(p).parts)
+        )
+        names = {f.name for f in found}
+        files += [
+            f
+            for f in found
+            if not (f.suffix in (".nsys-rep", ".qdrep") and ({f.stem + ".sqlite", f.stem + ".sqlite.gz"} & names))
+        ]
+    return files
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_NORMALIZED,
+    show_default=True,
+    help="Folder of hive-partitioned Parquet: OUT/<table>/trace_id=<id>/part-0.parquet.",
+)
+@click.option("--trace-id", help="Id for the trace (one input only). Default: <folder>.<file stem>.")
+@click.option("--force", is_flag=True, help="Re-normalize inputs whose output is already newer than them.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input instead of a summary.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary; errors still go to stderr.")
+def normalize(
+    inputs: tuple[Path, ...], out: Path, trace_id: str | None, force: bool, as_json: bool, quiet: bool
+) -> None:
+    """Convert trace files (nsys .sqlite/.nsys-rep, PyTorch chrome trace JSON, ncu CSV) to Parquet.
+
+    INPUTS are files or folders (scanned recursively). The format is read from
+    each file's content; .gz is undone on the fly. Every input is committed
+    atomically: a bad file is reported, leaves its earlier output untouched,
+    and the run goes on with the next one. Inputs older than their output are
+    skipped unless --force (make-style incremental runs).
+
+    \b
+    Examples:
+      tracepipe normalize run/nsys.sqlite --out build/normalized
+      tracepipe normalize sample_traces/          # every trace under the folder
+      tracepipe normalize trace.json.gz --trace-id rank3 --json
+    """
+    from pipeline.normalize import normalize_file
+
+    files = expand_inputs(inputs)
+    if trace_id and len(files) != 1:
+        raise click.UsageError("--trace-id needs exactly one input file")
+    out.mkdir(parents=True, exist_ok=True)
+    bad: list[BadInputError] = []
+    results = []
+    for path in console.progress(files, len(files), "normalize", quiet):
+        try:
+            results.append(normalize_file(path, out, trace_id, force=force))
+        except BadInputError as e:
+            bad.append(e)
+            console.fail(str(e))
+            if as_json:
+                click.echo(json.dumps({"path": str(path), "error": e.reason}))
+            continue
+        r = results[-1]
+        for w in r.warnings:
+            console.warn(f"{path}: {w}")
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "path": str(r.path),
+                        "trace_id": r.trace_id,
+                        "format": r.source_format,
+                        "skipped": r.skipped,
+                        "rows": r.rows,
+                        "warnings": r.warnings,
+                    }
+                )
+            )
+    if not quiet and not as_json:
+        _print_normalize_summary(results, out)
+    if bad:
+        console.fail(f"{len(bad)} of {len(files)} inputs failed: " + ", ".join(str(e.path) for e in bad))
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _print_normalize_summary(results: list, out: Path) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"normalized into {out}", title_justify="left")
+    for col in ("trace_id", "format", "kernels", "nvtx_ranges", "api_calls", "status"):
+        table.add_column(col, justify="right" if col in ("kernels", "nvtx_ranges", "api_calls") else "left")
+    for r in results:
+        rows = r.rows
+        table.add_row(
+            r.trace_id,
+            r.source_format,
+            str(rows.get("kernels", rows.get("ncu_kernels", ""))),
+            str(rows.get("nvtx_ranges", "")),
+            str(rows.get("api_calls", "")),
+            "up to date" if r.skipped else "written",
+        )
+    console.out.print(table)
+
+
+def run() -> None:
+    """Entry point: bad input and tool failures end in one line and an exit code, not a traceback."""
+    try:
+        main(standalone_mode=True)
+    except BadInputError as e:
+        console.fail(str(e))
+        sys.exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        console.fail("interrupted")
+        sys.exit(130)
+    except Exception as e:  # a bug of ours: still no traceback unless asked for
+        console.fail(f"{type(e).__name__}: {e} (set TRACEPIPE_DEBUG=1 for the traceback)")
+        if __import__("os").environ.get("TRACEPIPE_DEBUG"):
+            raise
+        sys.exit(EXIT_FAILED)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,27 @@
+"""Depth and parent of NVTX-style ranges, shared by every normalizer that has ranges."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_SQL = resources.files("pipeline.normalize").joinpath("sql/nvtx_nesting.sql").read_text()
+
+
+def with_nesting(ranges: pa.Table) -> pa.Table:
+    """``ranges`` with ``depth`` and ``parent_id`` filled for push/pop ranges.
+
+    Start/end ranges may overlap freely, so they get depth 0 and no parent.
+    """
+    con = duckdb.connect()
+    con.register("ranges", ranges.select(["range_id", "kind", "pid", "tid", "start_ns", "end_ns"]))
+    nest = con.sql(_SQL).to_arrow_table()
+    con.close()
+    out = ranges.drop_columns([c for c in ("depth", "parent_id") if c in ranges.column_names])
+    joined = out.join(nest, "range_id", join_type="left outer")
+    depth = pc.if_else(pc.is_null(joined["depth"]), pa.scalar(0, pa.int32()), joined["depth"].cast(pa.int32()))
+    joined = joined.set_column(joined.schema.get_field_index("depth"), "depth", depth)
+    return joined.sort_by([("start_ns", "ascending"), ("range_id", "ascending")])

@@ -1,0 +1,386 @@
+"""Nsight Systems ``.sqlite`` export (and ``.nsys-rep`` via ``nsys export``) -> normalized tables.
+
+SQLite itself does the joins (names from ``StringIds``, launching thread from the
+runtime table) and hands Arrow batches to us through ADBC, so no row passes
+through Python.  nsys changes its schema between versions; every query is built
+from the columns the file actually has (``PRAGMA table_info``), so an older export
+simply yields nulls where it lacks a column.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import adbc_driver_sqlite.dbapi as adbc
+import pyarrow as pa
+
+from pipeline.errors import BadInputError
+from pipeline.normalize.nesting import with_nesting
+from pipeline.normalize.source import SQLITE_MAGIC, local_file
+from pipeline.store import TraceWriter
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
+# NVTX event types (ENUM_NSYS_EVENT_TYPE): 59/70 push-pop, 60/71 start-end, 34 mark, 75 domain create.
+PUSH_POP, START_END, MARK, DOMAIN_CREATE = (59, 70), (60, 71), 34, 75
+# globalTid = (pid << 24) | tid, with the vm id above; see the nsys export docs.
+PID = "(({col} >> 24) & 16777215)"
+TID = "({col} & 16777215)"
+
+
+class Sqlite:
+    """A read-only ADBC connection that knows which tables and columns exist."""
+
+    def __init__(self, path: Path, shown: Path) -> None:
+        self.shown = shown
+        _check_not_truncated(path, shown)
+        try:
+            self.conn = adbc.connect(f"file:{path}?mode=ro")
+            self.tables = set(self.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        except adbc.Error as e:
+            raise BadInputError(shown, f"not a readable sqlite database ({_first_line(e)})") from e
+        self._cols: dict[str, set[str]] = {}
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._cols:
+            self._cols[table] = set(self.column(f"SELECT name FROM pragma_table_info('{table}')"))
+        return self._cols[table]
+
+    def column(self, sql: str) -> list:
+        return self.arrow(sql).column(0).to_pylist()
+
+    def arrow(self, sql: str) -> pa.Table:
+        return pa.Table.from_batches(list(self.batches(sql)))
+
+    def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
+        cur = self.conn.cursor()
+        try:
+            cur.execute(sql)
+            yield from cur.fetch_record_batch()
+        except adbc.Error as e:
+            raise BadInputError(self.shown, f"sqlite query failed ({_first_line(e)})") from e
+        finally:
+            cur.close()
+
+    def col(self, table: str, alias: str, name: str, default: str = "NULL") -> str:
+        return f"{alias}.{name}" if name in self.columns(table) else default
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _check_not_truncated(path: Path, shown: Path) -> None:
+    """SQLite's header records the page size and count; a shorter file lost its tail."""
+    with open(path, "rb") as f:
+        header = f.read(100)
+    if not header.startswith(SQLITE_MAGIC):
+        raise BadInputError(shown, "not an SQLite database (bad header)")
+    if len(header) < 100:
+        raise BadInputError(shown, "SQLite header is cut short (file truncated)")
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    pages = struct.unpack(">I", header[28:32])[0]
+    size = path.stat().st_size
+    if pages and size < page_size * pages:
+        raise BadInputError(shown, f"SQLite file truncated: header says {page_size * pages} bytes, file has {size}")
+
+
+def _name(db: Sqlite, table: str, alias: str, col: str) -> str:
+    """A kernel/API name that is a StringIds id in new exports and inline text in old ones."""
+    if col not in db.columns(table):
+        return "NULL"
+    if "StringIds" not in db.tables:
+        return f"CAST({alias}.{col} AS TEXT)"
+    return (
+        f"CASE WHEN typeof({alias}.{col}) = 'integer' "
+        f"THEN (SELECT value FROM StringIds WHERE id = {alias}.{col}) ELSE {alias}.{col} END"
+    )
+
+
+def _enum_label(db: Sqlite, enum: str, expr: str) -> str:
+    if enum in db.tables:
+        return f"coalesce((SELECT label FROM {enum} WHERE id = {expr}), CAST({expr} AS TEXT))"
+    return f"CAST({expr} AS TEXT)"
+
+
+def _launches_cte(db: Sqlite) -> str:
+    parts = [f"SELECT correlationId, globalTid FROM {t}" for t in LAUNCH_TABLES if t in db.tables]
+    if not parts:
+        return "launches AS (SELECT NULL AS correlationId, NULL AS globalTid, NULL AS pid WHERE 0)"
+    union = " UNION ALL ".join(parts)
+    pid = PID.format(col="globalTid")
+    return (
+        f"launches AS (SELECT correlationId, {pid} AS pid, min(globalTid) AS globalTid "
+        f"FROM ({union}) GROUP BY correlationId, {pid})"
+    )
+
+
+def kernels_sql(db: Sqlite) -> str:
+    t, k = KERNEL_TABLE, "k"
+    c = lambda name, default="NULL": db.col(t, k, name, default)  # noqa: E731
+    pid = PID.format(col="k.globalPid") if "globalPid" in db.columns(t) else "NULL"
+    has_type = "launchType" in db.columns(t)
+    launch_type = _enum_label(db, "ENUM_CUDA_KERNEL_LAUNCH_TYPE", "k.launchType") if has_type else "NULL"
+    return f"""
+    WITH {_launches_cte(db)}
+    SELECT row_number() OVER (ORDER BY k.start, k.correlationId) - 1 AS kernel_id,
+           {c("deviceId")} AS device_id, {c("contextId")} AS context_id, {c("streamId")} AS stream_id,
+           k.correlationId AS correlation_id,
+           k.start AS start_ns, k."end" AS end_ns, k."end" - k.start AS duration_ns,
+           coalesce({_name(db, t, k, "demangledName")}, {_name(db, t, k, "name")}) AS name,
+           {_name(db, t, k, "shortName")} AS short_name,
+           {c("gridX")} AS grid_x, {c("gridY")} AS grid_y, {c("gridZ")} AS grid_z,
+           {c("blockX")} AS block_x, {c("blockY")} AS block_y, {c("blockZ")} AS block_z,
+           {c("registersPerThread")} AS registers_per_thread,
+           {c("staticSharedMemory")} AS static_smem_bytes, {c("dynamicSharedMemory")} AS dynamic_smem_bytes,
+           {c("localMemoryPerThread")} AS local_mem_per_thread_bytes,
+           {launch_type} AS launch_type,
+           {c("graphId")} AS graph_id, {c("graphNodeId")} AS graph_node_id,
+           {pid} AS pid, {TID.format(col="l.globalTid")} AS tid
+    FROM {t} k
+    LEFT JOIN launches l ON l.correlationId = k.correlationId AND l.pid = {pid}
+    ORDER BY k.start, k.correlationId
+    """
+
+
+def api_calls_sql(db: Sqlite) -> str | None:
+    parts = []
+    for table, kind in zip(LAUNCH_TABLES, ("runtime", "driver"), strict=True):
+        if table not in db.tables:
+            continue
+        c = lambda name, table=table: db.col(table, "r", name)  # noqa: E731
+        name = _name(db, table, "r", "nameId") if "nameId" in db.columns(table) else _name(db, table, "r", "name")
+        parts.append(f"""
+        SELECT '{kind}' AS kind, {name} AS name, r.start AS start_ns, r."end" AS end_ns,
+               r."end" - r.start AS duration_ns, {c("correlationId")} AS correlation_id,
+               {c("returnValue")} AS return_value,
+               {PID.format(col="r.globalTid")} AS pid, {TID.format(col="r.globalTid")} AS tid
+        FROM {table} r""")
+    if not parts:
+        return None
+    return f"""SELECT row_number() OVER (ORDER BY start_ns, correlation_id) - 1 AS call_id, *
+               FROM ({" UNION ALL ".join(parts)}) ORDER BY start_ns, correlation_id"""
+
+
+def _nvtx_text(db: Sqlite) -> str:
+    t = "NVTX_EVENTS"
+    inline = db.col(t, "n", "text")
+    by_id = _name(db, t, "n", "textId")
+    return f"coalesce({inline}, {by_id})" if by_id != "NULL" else inline
+
+
+def _nvtx_domain(db: Sqlite) -> str:
+    if "domainId" not in db.columns("NVTX_EVENTS"):
+        return "NULL"
+    return (
+        "(SELECT coalesce(d.text, " + _nvtx_text(db).replace("n.", "d.") + ") FROM NVTX_EVENTS d "
+        f"WHERE d.eventType = {DOMAIN_CREATE} AND d.domainId = n.domainId AND n.domainId <> 0 LIMIT 1)"
+    )
+
+
+def nvtx_ranges_sql(db: Sqlite) -> str | None:
+    if "NVTX_EVENTS" not in db.tables:
+        return None
+    c = lambda name: db.col("NVTX_EVENTS", "n", name)  # noqa: E731
+    end_tid = TID.format(col="n.endGlobalTid") if "endGlobalTid" in db.columns("NVTX_EVENTS") else "NULL"
+    kinds = ", ".join(map(str, PUSH_POP + START_END))
+    return f"""
+    SELECT row_number() OVER (ORDER BY n.start, n."end" DESC) - 1 AS range_id,
+           CASE WHEN n.eventType IN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END AS kind,
+           'nvtx' AS source, {_nvtx_domain(db)} AS domain, {_nvtx_text(db)} AS text,
+           {c("category")} AS category, {c("color")} AS color,
+           n.start AS start_ns, n."end" AS end_ns, n."end" - n.start AS duration_ns,
+           {PID.format(col="n.globalTid")} AS pid, {TID.format(col="n.globalTid")} AS tid,
+           coalesce({end_tid}, {TID.format(col="n.globalTid")}) AS end_tid
+    FROM NVTX_EVENTS n
+    WHERE n.eventType IN ({kinds}) AND n."end" IS NOT NULL
+    ORDER BY n.start, n."end" DESC
+    """
+
+
+def nvtx_marks_sql(db: Sqlite) -> str | None:
+    if "NVTX_EVENTS" not in db.tables:
+        return None
+    return f"""
+    SELECT row_number() OVER (ORDER BY n.start) - 1 AS mark_id, {_nvtx_domain(db)} AS domain,
+           {_nvtx_text(db)} AS text, n.start AS ts_ns,
+           {PID.format(col="n.globalTid")} AS pid, {TID.format(col="n.globalTid")} AS tid
+    FROM NVTX_EVENTS n WHERE n.eventType = {MARK} ORDER BY n.start
+    """
+
+
+def memcpy_sql(db: Sqlite) -> str | None:
+    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    if t not in db.tables:
+        return None
+    c = lambda name: db.col(t, "m", name)  # noqa: E731
+    kind = lambda col: _enum_label(db, "ENUM_CUDA_MEM_KIND", f"m.{col}") if col in db.columns(t) else "NULL"  # noqa: E731
+    return f"""
+    SELECT row_number() OVER (ORDER BY m.start) - 1 AS copy_id, {c("deviceId")} AS device_id,
+           {c("contextId")} AS context_id, {c("streamId")} AS stream_id, {c("correlationId")} AS correlation_id,
+           m.start AS start_ns, m."end" AS end_ns, m."end" - m.start AS duration_ns, {c("bytes")} AS bytes,
+           {_enum_label(db, "ENUM_CUDA_MEMCPY_OPER", "m.copyKind") if "copyKind" in db.columns(t) else "NULL"} AS kind,
+           {kind("srcKind")} AS src_kind, {kind("dstKind")} AS dst_kind,
+           {PID.format(col="m.globalPid") if "globalPid" in db.columns(t) else "NULL"} AS pid
+    FROM {t} m ORDER BY m.start
+    """
+
+
+def memset_sql(db: Sqlite) -> str | None:
+    t = "CUPTI_ACTIVITY_KIND_MEMSET"
+    if t not in db.tables:
+        return None
+    c = lambda name: db.col(t, "m", name)  # noqa: E731
+    mem_kind = _enum_label(db, "ENUM_CUDA_MEM_KIND", "m.memKind") if "memKind" in db.columns(t) else "NULL"
+    return f"""
+    SELECT row_number() OVER (ORDER BY m.start) - 1 AS set_id, {c("deviceId")} AS device_id,
+           {c("contextId")} AS context_id, {c("streamId")} AS stream_id, {c("correlationId")} AS correlation_id,
+           m.start AS start_ns, m."end" AS end_ns, m."end" - m.start AS duration_ns, {c("bytes")} AS bytes,
+           {c("value")} AS value, {mem_kind} AS mem_kind,
+           {PID.format(col="m.globalPid") if "globalPid" in db.columns(t) else "NULL"} AS pid
+    FROM {t} m ORDER BY m.start
+    """
+
+
+# TARGET_INFO_GPU column -> normalized column.  Older exports lack many of them.
+_GPU_COLUMNS = {
+    "name": "name",
+    "computeMajor": "compute_major",
+    "computeMinor": "compute_minor",
+    "smCount": "sm_count",
+    "threadsPerWarp": "warp_size",
+    "maxWarpsPerSm": "max_warps_per_sm",
+    "maxBlocksPerSm": "max_blocks_per_sm",
+    "maxRegistersPerSm": "max_registers_per_sm",
+    "maxRegistersPerBlock": "max_registers_per_block",
+    "maxShmemPerSm": "max_shared_mem_per_sm_bytes",
+    "maxShmemPerBlock": "max_shared_mem_per_block_bytes",
+    "maxShmemPerBlockOptin": "max_shared_mem_per_block_optin_bytes",
+    "maxThreadsPerBlock": "max_threads_per_block",
+    "l2CacheSize": "l2_cache_bytes",
+    "clockRate": "clock_hz",
+    "memoryBandwidth": "memory_bandwidth_bytes_per_s",
+    "totalMemory": "total_memory_bytes",
+}
+
+
+def devices_sql(db: Sqlite) -> str | None:
+    t = "TARGET_INFO_GPU"
+    if t not in db.tables:
+        return None
+    cols = db.columns(t)
+    device_id = "g.cuDevice" if "cuDevice" in cols else "g.id"
+    select = [f"{device_id} AS device_id"]
+    select += [f"g.{src} AS {dst}" for src, dst in _GPU_COLUMNS.items() if src in cols]
+    if {"maxWarpsPerSm", "threadsPerWarp"} <= cols:
+        select.append("g.maxWarpsPerSm * g.threadsPerWarp AS max_threads_per_sm")
+    return f"SELECT {', '.join(select)} FROM {t} g ORDER BY device_id"
+
+
+def _meta_value(db: Sqlite, table: str, key: str) -> str | None:
+    if table not in db.tables:
+        return None
+    vals = db.column(f"SELECT value FROM {table} WHERE name = '{key}'")
+    return str(vals[0]) if vals else None
+
+
+def _session_start(db: Sqlite, col: str) -> object:
+    t = "TARGET_INFO_SESSION_START_TIME"
+    if t not in db.tables or col not in db.columns(t):
+        return None
+    vals = db.column(f"SELECT {col} FROM {t}")
+    return vals[0] if vals else None
+
+
+def read_meta(db: Sqlite) -> dict[str, object]:
+    version = _meta_value(db, "META_DATA_EXPORT", "EXPORT_PRODUCT_VERSION")
+    schema = _meta_value(db, "META_DATA_EXPORT", "EXPORT_SCHEMA_VERSION")
+    return {
+        "source_format": "nsys-sqlite",
+        "source_version": f"nsys {version}; export schema {schema}" if version else None,
+        "capture_time_utc": _session_start(db, "utcTime"),
+        "epoch_offset_ns": _session_start(db, "utcEpochNs"),
+        "host": _meta_value(db, "META_DATA_EXPORT", "EXPORT_HOST"),
+    }
+
+
+def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None) -> dict[str, object]:
+    shown = shown or path
+    with local_file(path, ".sqlite") as plain:
+        db = Sqlite(plain, shown)
+        try:
+            if KERNEL_TABLE not in db.tables:
+                raise BadInputError(
+                    shown, f"no {KERNEL_TABLE} table: the capture has no CUDA kernels (was it run with -t cuda?)"
+                )
+            writer.write_batches("kernels", db.batches(kernels_sql(db)))
+            for table, sql in (
+                ("api_calls", api_calls_sql(db)),
+                ("nvtx_marks", nvtx_marks_sql(db)),
+                ("memcpy", memcpy_sql(db)),
+                ("memset", memset_sql(db)),
+                ("devices", devices_sql(db)),
+            ):
+                if sql is not None:
+                    writer.write_batches(table, db.batches(sql))
+            ranges_sql = nvtx_ranges_sql(db)
+            if ranges_sql is not None:
+                writer.write("nvtx_ranges", with_nesting(db.arrow(ranges_sql)))
+            return read_meta(db)
+        finally:
+            db.close()
+
+
+def find_nsys() -> str | None:
+    """nsys from PATH, else the copy that ships inside an Nsight Compute install."""
+    found = shutil.which("nsys")
+    if found:
+        return found
+    for root in (Path("/opt/nvidia"), Path("/usr/local/cuda")):
+        if root.is_dir():
+            for cand in sorted(root.glob("**/target-linux-x64/nsys"), reverse=True):
+                if cand.is_file():
+                    return str(cand)
+    return None
+
+
+@contextmanager
+def exported_sqlite(rep: Path) -> Iterator[Path]:
+    """Convert a ``.nsys-rep`` to a temporary ``.sqlite`` with the nsys CLI."""
+    nsys = find_nsys()
+    if nsys is None:
+        raise BadInputError(
+            rep,
+            "a .nsys-rep needs the nsys CLI to convert it (not found on PATH); "
+            "run `nsys export --type sqlite` on the capture host and normalize the .sqlite",
+        )
+    with tempfile.TemporaryDirectory(prefix="tracepipe-nsys-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        proc = subprocess.run(
+            [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(rep)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0 or not out.exists():
+            msg = (proc.stderr or proc.stdout).strip().splitlines()
+            hint = " (the importer needs libdw.so.1: see README)" if "libdw" in proc.stderr else ""
+            raise BadInputError(rep, f"nsys export failed{hint}: {msg[-1] if msg else proc.returncode}")
+        yield out
+
+
+def normalize_rep(path: Path, writer: TraceWriter) -> dict[str, object]:
+    with exported_sqlite(path) as sqlite:
+        meta = normalize_sqlite(sqlite, writer, shown=path)
+    meta["source_format"] = "nsys-rep"
+    return meta

@@ -1,0 +1,252 @@
+"""The normalized schema: the one contract between normalizers and analysis.
+
+Every normalizer writes these tables and nothing else; every SQL view reads them.
+Units live in column names (``*_ns`` integer nanoseconds, ``*_bytes``, ``*_hz``...).
+Times are on the trace's own clock; ``trace_meta.epoch_offset_ns`` turns them
+into UTC epoch nanoseconds.  ``docs/schema.md`` documents each column and
+``tests/test_schema.py`` keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+#: Bumped when a column changes meaning or type; readers refuse newer majors.
+SCHEMA_VERSION = "1.0"
+
+_TRACE = pa.field("trace_id", pa.string(), nullable=False)
+
+
+def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([_TRACE, *(pa.field(n, t) for n, t in fields)])
+
+
+i32, i64, f64, s = pa.int32(), pa.int64(), pa.float64(), pa.string()
+
+KERNELS = _schema(
+    ("kernel_id", i64),
+    ("device_id", i32),
+    ("context_id", i64),
+    ("stream_id", i64),
+    ("correlation_id", i64),
+    ("external_id", i64),
+    ("start_ns", i64),
+    ("end_ns", i64),
+    ("duration_ns", i64),
+    ("name", s),
+    ("short_name", s),
+    ("grid_x", i32),
+    ("grid_y", i32),
+    ("grid_z", i32),
+    ("block_x", i32),
+    ("block_y", i32),
+    ("block_z", i32),
+    ("registers_per_thread", i32),
+    ("static_smem_bytes", i64),
+    ("dynamic_smem_bytes", i64),
+    ("local_mem_per_thread_bytes", i64),
+    ("launch_type", s),
+    ("graph_id", i64),
+    ("graph_node_id", i64),
+    ("pid", i64),
+    ("tid", i64),
+    ("profiler_blocks_per_sm", f64),
+    ("profiler_warps_per_sm", f64),
+    ("profiler_est_achieved_occupancy_pct", f64),
+)
+
+API_CALLS = _schema(
+    ("call_id", i64),
+    ("kind", s),
+    ("name", s),
+    ("start_ns", i64),
+    ("end_ns", i64),
+    ("duration_ns", i64),
+    ("correlation_id", i64),
+    ("external_id", i64),
+    ("return_value", i64),
+    ("pid", i64),
+    ("tid", i64),
+)
+
+NVTX_RANGES = _schema(
+    ("range_id", i64),
+    ("kind", s),
+    ("source", s),
+    ("domain", s),
+    ("text", s),
+    ("category", i64),
+    ("color", i64),
+    ("start_ns", i64),
+    ("end_ns", i64),
+    ("duration_ns", i64),
+    ("pid", i64),
+    ("tid", i64),
+    ("end_tid", i64),
+    ("depth", i32),
+    ("parent_id", i64),
+)
+
+NVTX_MARKS = _schema(
+    ("mark_id", i64),
+    ("domain", s),
+    ("text", s),
+    ("ts_ns", i64),
+    ("pid", i64),
+    ("tid", i64),
+)
+
+OPS = _schema(
+    ("op_id", i64),
+    ("name", s),
+    ("start_ns", i64),
+    ("end_ns", i64),
+    ("duration_ns", i64),
+    ("pid", i64),
+    ("tid", i64),
+    ("external_id", i64),
+    ("sequence_number", i64),
+    ("fwd_thread_id", i64),
+    ("input_dims", s),
+    ("input_types", s),
+    ("call_stack", s),
+)
+
+MEMCPY = _schema(
+    ("copy_id", i64),
+    ("device_id", i32),
+    ("context_id", i64),
+    ("stream_id", i64),
+    ("correlation_id", i64),
+    ("external_id", i64),
+    ("start_ns", i64),
+    ("end_ns", i64),
+    ("duration_ns", i64),
+    ("bytes", i64),
+    ("kind", s),
+    ("src_kind", s),
+    ("dst_kind", s),
+    ("pid", i64),
+)
+
+MEMSET = _schema(
+    ("set_id", i64),
+    ("device_id", i32),
+    ("context_id", i64),
+    ("stream_id", i64),
+    ("correlation_id", i64),
+    ("external_id", i64),
+    ("start_ns", i64),
+    ("end_ns", i64),
+    ("duration_ns", i64),
+    ("bytes", i64),
+    ("value", i64),
+    ("mem_kind", s),
+    ("pid", i64),
+)
+
+DEVICES = _schema(
+    ("device_id", i32),
+    ("name", s),
+    ("compute_major", i32),
+    ("compute_minor", i32),
+    ("sm_count", i32),
+    ("warp_size", i32),
+    ("max_threads_per_sm", i32),
+    ("max_warps_per_sm", i32),
+    ("max_blocks_per_sm", i32),
+    ("max_registers_per_sm", i32),
+    ("max_registers_per_block", i32),
+    ("max_shared_mem_per_sm_bytes", i64),
+    ("max_shared_mem_per_block_bytes", i64),
+    ("max_shared_mem_per_block_optin_bytes", i64),
+    ("max_threads_per_block", i32),
+    ("l2_cache_bytes", i64),
+    ("clock_hz", i64),
+    ("memory_bandwidth_bytes_per_s", i64),
+    ("total_memory_bytes", i64),
+)
+
+TRACE_META = _schema(
+    ("source_path", s),
+    ("source_sha256", s),
+    ("source_bytes", i64),
+    ("source_format", s),
+    ("source_version", s),
+    ("schema_version", s),
+    ("capture_time_utc", s),
+    ("epoch_offset_ns", i64),
+    ("host", s),
+    ("rank", i32),
+    ("normalized_at_utc", s),
+    ("warnings", s),
+)
+
+NCU_KERNELS = _schema(
+    ("launch_id", i64),
+    ("pid", i64),
+    ("process_name", s),
+    ("host", s),
+    ("name", s),
+    ("context_id", i64),
+    ("stream_id", i64),
+    ("device_id", i32),
+    ("compute_capability", s),
+    ("grid_x", i32),
+    ("grid_y", i32),
+    ("grid_z", i32),
+    ("block_x", i32),
+    ("block_y", i32),
+    ("block_z", i32),
+    ("nvtx_push_pop", s),
+    ("nvtx_start_end", s),
+)
+
+NCU_METRICS = _schema(
+    ("launch_id", i64),
+    ("section", s),
+    ("metric", s),
+    ("unit", s),
+    ("value", f64),
+    ("raw_value", s),
+    ("raw_unit", s),
+    ("rule", s),
+)
+
+#: Every table a normalizer may write, by name.  A trace writes the tables its
+#: source has; analysis treats an absent table as empty.
+TABLES: dict[str, pa.Schema] = {
+    "kernels": KERNELS,
+    "api_calls": API_CALLS,
+    "nvtx_ranges": NVTX_RANGES,
+    "nvtx_marks": NVTX_MARKS,
+    "ops": OPS,
+    "memcpy": MEMCPY,
+    "memset": MEMSET,
+    "devices": DEVICES,
+    "trace_meta": TRACE_META,
+    "ncu_kernels": NCU_KERNELS,
+    "ncu_metrics": NCU_METRICS,
+}
+
+
+def conform(table: pa.Table, name: str, trace_id: str) -> pa.Table:
+    """Return ``table`` with exactly the columns of schema ``name``, in order.
+
+    Columns a source lacks become nulls; ``trace_id`` is filled in; extra
+    columns are an error because they mean a normalizer and the contract
+    disagree.
+    """
+    schema = TABLES[name]
+    extra = set(table.column_names) - set(schema.names)
+    if extra:
+        raise ValueError(f"table {name!r} has columns outside the schema: {sorted(extra)}")
+    columns = []
+    for field in schema:
+        if field.name == "trace_id":
+            columns.append(pa.repeat(pa.scalar(trace_id, pa.string()), table.num_rows))
+        elif field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -1,0 +1,34 @@
+"""Shared fixtures: the committed real samples, normalized once per test session."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.normalize import normalize_file
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+SMALLCNN = SAMPLES / "h200_smallcnn"
+
+
+def gunzip_to(src: Path, dest: Path) -> Path:
+    with gzip.open(src, "rb") as f, open(dest, "wb") as g:
+        shutil.copyfileobj(f, g)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def nsys_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small-CNN nsys export as a plain .sqlite (for independent checks with sqlite3)."""
+    return gunzip_to(SMALLCNN / "nsys.sqlite.gz", tmp_path_factory.mktemp("raw") / "nsys.sqlite")
+
+
+@pytest.fixture(scope="session")
+def nsys_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("normalized")
+    normalize_file(SMALLCNN / "nsys.sqlite.gz", out)
+    return out

@@ -1,0 +1,29 @@
+"""The schema module and docs/schema.md must describe the same columns."""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.schema import TABLES
+from tests.conftest import ROOT
+
+
+def documented() -> dict[str, set[str]]:
+    doc = (ROOT / "docs" / "schema.md").read_text()
+    tables: dict[str, set[str]] = {}
+    for section in re.split(r"^## ", doc, flags=re.M)[1:]:
+        name = section.split()[0]
+        cols: set[str] = set()
+        for line in section.splitlines():
+            if line.startswith("| ") and not line.startswith("| column"):
+                cols |= {c.strip() for c in line.split("|")[1].split(",")}
+        tables[name] = cols
+    return tables
+
+
+def test_every_table_and_column_is_documented() -> None:
+    docs = documented()
+    for name, schema in TABLES.items():
+        assert name in docs, f"docs/schema.md has no section for {name}"
+        assert set(schema.names) == docs[name], name
+
