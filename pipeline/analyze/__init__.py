@@ -25,6 +25,9 @@ from pipeline.store import table_glob
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
+#: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
+DEFAULT_MEMORY_LIMIT = "3GB"
+
 #: view name -> "module:function" returning a pyarrow Table (kept in Python: small lookup tables).
 PY_TABLES: dict[str, str] = {}
 
@@ -99,6 +102,9 @@ def connect(
     if not normalized.is_dir() or not (normalized / "trace_meta").is_dir():
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
     con = duckdb.connect(":memory:")
+    # Bounded memory: DuckDB spills sorts, joins and aggregates to disk past this limit.
+    con.execute(f"SET memory_limit = '{os.environ.get('TRACEPIPE_MEMORY_LIMIT', DEFAULT_MEMORY_LIMIT)}'")
+    con.execute("SET preserve_insertion_order = false")
     register_tables(con, normalized, read_only)
     create_views(con, sql_dir, materialize)
     if read_only:
