@@ -5,7 +5,8 @@ op, 3 levels), written in the normalized layout, then times in separate processe
 run's own):
   * ours:  kernel_layers over all kernels (count of kernels per layer, forcing the whole view);
   * naive: the textbook BETWEEN self-join (innermost = latest enclosing start) on a trace with the same
-    ranges and only a slice of the kernels, and our view on that same slice trace. Prints seconds, kernels/s, peak RSS, and the ratios.
+    ranges and only a slice of the kernels, and our view on that same slice trace.
+Prints seconds, kernels/s, peak RSS, and the ratios.
 
     python benchmarks/bench_attribution.py                 # 10M kernels, 1M ranges (the target run)
     python benchmarks/bench_attribution.py --kernels 1e6   # quicker
