@@ -109,7 +109,8 @@ def write_trace(out: Path, trace_id: str, kernels: list[dict], calls: list[dict]
             ),
         )
         rows = [{"range_id": i, "kind": "push_pop", "source": "nvtx", **r} for i, r in enumerate(ranges)]
-        w.write("nvtx_ranges", with_nesting(pa.Table.from_pylist(rows)))
+        if rows:
+            w.write("nvtx_ranges", with_nesting(pa.Table.from_pylist(rows)))
         w.write("trace_meta", pa.Table.from_pylist([{"source_format": "test"}]))
         w.commit()
 
