@@ -23,6 +23,7 @@ SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
 #: view name -> "module:function" returning a pyarrow Table (kept in Python: small lookup tables).
 PY_TABLES: dict[str, str] = {}
+PY_TABLES["arch_limits"] = "pipeline.analyze.arch:arch_limits_table"
 
 
 def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
