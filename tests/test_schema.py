@@ -26,4 +26,3 @@ def test_every_table_and_column_is_documented() -> None:
     for name, schema in TABLES.items():
         assert name in docs, f"docs/schema.md has no section for {name}"
         assert set(schema.names) == docs[name], name
-
