@@ -175,7 +175,12 @@ DEFAULT_ANALYSIS = Path("build/analysis")
     show_default=True,
     help="Output formats (repeat for several).",
 )
-@click.option("--view", "only", multiple=True, help="Write only these views (repeatable). Default: all.")
+@click.option(
+    "--view",
+    "only",
+    multiple=True,
+    help="Write only these views (repeatable). Default: all but kernel_sm_load (kernels x SMs rows).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print {view: rows} as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary.")
 def analyze(
@@ -196,9 +201,9 @@ def analyze(
       tracepipe analyze build/normalized --out build/analysis
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
-    from pipeline.analyze import connect, view_files, write_views
+    from pipeline.analyze import connect, default_views, view_files, write_views
 
-    views = list(only) or list(view_files())
+    views = list(only) or default_views()
     unknown = set(views) - set(view_files())
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")

@@ -1,4 +1,5 @@
 -- kernel_sm_load: the estimated blocks, threads and warps each SM of the device runs for every kernel.
+-- analyze: on request (one row per kernel and SM: write it with `tracepipe analyze --view kernel_sm_load`)
 -- Inputs:  kernel_waves
 -- Output:  trace_id, kernel_id, device_id, sm_id (0 .. sm_count-1, in dispatch order -- not a physical SM id),
 --          blocks, threads, warps (assigned to that SM over the whole kernel),

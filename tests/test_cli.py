@@ -62,6 +62,9 @@ def test_analyze_writes_parquet_and_csv(nsys_out: Path, tmp_path: Path) -> None:
     assert pq.read_table(tmp_path / "layer_summary.parquet").num_rows == rows["layer_summary"]
     assert (tmp_path / "layer_summary.csv").read_text().splitlines()[0].startswith("trace_id,path,layer")
     assert not list(tmp_path.glob(".*tmp*"))
+    assert "kernel_sm_load" not in rows and not (tmp_path / "kernel_sm_load.parquet").exists()  # on request only
+    r = tp("analyze", nsys_out, "--out", tmp_path, "--view", "kernel_sm_load", "--json")
+    assert json.loads(r.stdout) == {"kernel_sm_load": 33 * 132}
 
 
 def test_sql_formats_and_read_only(nsys_out: Path, tmp_path: Path) -> None:

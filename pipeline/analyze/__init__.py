@@ -37,6 +37,15 @@ def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted(sql_dir.glob("*.sql"))}
 
 
+ON_REQUEST = "-- analyze: on request"
+
+
+def default_views(sql_dir: Path = SQL_DIR) -> list[str]:
+    """Views `tracepipe analyze` writes unless told otherwise: all but those whose header says
+    ``-- analyze: on request`` (views that expand to one row per kernel and SM, say)."""
+    return [name for name, path in view_files(sql_dir).items() if ON_REQUEST not in path.read_text()]
+
+
 def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 

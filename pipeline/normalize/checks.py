@@ -12,14 +12,22 @@ from pipeline.store import TraceWriter
 
 #: (tables needed, SQL returning one count, warning text with {n}).
 CHECKS: list[tuple[tuple[str, ...], str, str]] = [
-    (("kernels",), "SELECT count(*) FROM kernels WHERE end_ns < start_ns",
-     "{n} kernels end before they start (kept; their durations are negative)"),
-    (("kernels", "api_calls"),
-     "SELECT count(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM api_calls a "
-     "WHERE a.correlation_id = k.correlation_id AND a.pid IS NOT DISTINCT FROM k.pid)",
-     "{n} kernels match no launching API call by correlation id (they count as outside every layer)"),
-    (("nvtx_ranges",), "SELECT count(*) FROM nvtx_ranges WHERE end_ns < start_ns",
-     "{n} NVTX ranges end before they start"),
+    (
+        ("kernels",),
+        "SELECT count(*) FROM kernels WHERE end_ns < start_ns",
+        "{n} kernels end before they start (kept; their durations are negative)",
+    ),
+    (
+        ("kernels", "api_calls"),
+        "SELECT count(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM api_calls a "
+        "WHERE a.correlation_id = k.correlation_id AND a.pid IS NOT DISTINCT FROM k.pid)",
+        "{n} kernels match no launching API call by correlation id (they count as outside every layer)",
+    ),
+    (
+        ("nvtx_ranges",),
+        "SELECT count(*) FROM nvtx_ranges WHERE end_ns < start_ns",
+        "{n} NVTX ranges end before they start",
+    ),
 ]
 
 

@@ -329,8 +329,11 @@ def _check_required(db: Sqlite) -> None:
             if missing:
                 raise BadInputError(db.shown, f"table {table} lacks required column(s) {', '.join(missing)}")
     if "StringIds" not in db.tables:
-        ids = db.column(f"SELECT count(*) FROM {KERNEL_TABLE} WHERE typeof(demangledName) = 'integer'") if (
-            "demangledName" in db.columns(KERNEL_TABLE)) else [0]
+        ids = (
+            db.column(f"SELECT count(*) FROM {KERNEL_TABLE} WHERE typeof(demangledName) = 'integer'")
+            if ("demangledName" in db.columns(KERNEL_TABLE))
+            else [0]
+        )
         if ids[0]:
             raise BadInputError(db.shown, "kernel names are StringIds ids but the StringIds table is missing")
 
