@@ -268,7 +268,7 @@ def test_bad_inputs_are_refused_with_a_reason(tmp_path: Path) -> None:
     assert "not an Nsight Compute CSV" in _bad(tmp_path, "other.csv", b"a,b\n1,2\n")
     assert "no Nsight Compute CSV table" in _bad(tmp_path, "log.csv", b"==PROF== Connected to process 1\nok\n")
     assert "does not start with" in _bad(tmp_path, "mixed.csv", b'==PROF== Connected\n"a","b"\n"1","2"\n')
-    assert "profiled no kernels" in _bad(tmp_path, "empty.csv", (UNITS / "empty_run.csv").read_bytes())
+    assert "profiled no kernels" in _bad(tmp_path, "empty.csv", (UNITS / "empty_run.log").read_bytes())
     body = raw.rstrip(b"\n")
     last_start = body.rfind(b"\n") + 1
     # cut inside a quoted cell of the last row

@@ -18,5 +18,5 @@ ncu -o /tmp/tensor --nvtx $S --metrics $M,$T python3 tensor_model.py
 ncu -i /tmp/tensor.ncu-rep --csv --page raw | gzip -9 > tensor_raw_auto.csv.gz
 ncu -i /tmp/tensor.ncu-rep --csv --page raw --print-units base | gzip -9 > tensor_raw_base.csv.gz
 # A run whose kernel filter matches nothing: ncu's "No kernels were profiled." output.
-ncu --csv --page raw -k regex:no_such_kernel_xyz python3 ../h200_smallcnn/capture_model.py > empty_run.csv 2>&1
+ncu --csv --page raw -k regex:no_such_kernel_xyz python3 ../h200_smallcnn/capture_model.py > empty_run.log 2>&1
 ncu --version > ncu_version.txt
