@@ -211,6 +211,8 @@ NCU_METRICS = _schema(
     ("raw_value", s),
     ("raw_unit", s),
     ("rule", s),
+    ("rule_type", s),
+    ("rule_description", s),
 )
 
 #: Every table a normalizer may write, by name.  A trace writes the tables its
