@@ -265,7 +265,7 @@ def _bad(tmp_path: Path, name: str, data: bytes) -> str:
 
 def test_bad_inputs_are_refused_with_a_reason(tmp_path: Path) -> None:
     raw = (SMALLCNN / "ncu_raw.csv").read_bytes()
-    assert "not an Nsight Compute CSV" in _bad(tmp_path, "other.csv", b"a,b\n1,2\n")
+    assert "named like an ncu CSV but its content is none" in _bad(tmp_path, "other.csv", b"a,b\n1,2\n")
     assert "no Nsight Compute CSV table" in _bad(tmp_path, "log.csv", b"==PROF== Connected to process 1\nok\n")
     assert "does not start with" in _bad(tmp_path, "mixed.csv", b'==PROF== Connected\n"a","b"\n"1","2"\n')
     assert "profiled no kernels" in _bad(tmp_path, "empty.csv", (UNITS / "empty_run.log").read_bytes())
