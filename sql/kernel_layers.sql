@@ -5,6 +5,7 @@
 --          range_id   innermost enclosing range (NULL when launched outside every range)
 --          layer      that range's text; path: enclosing texts outermost -> innermost joined by '/'
 --          depth      0 = outermost; range_kind 'push_pop' | 'start_end'
+--          op_id, op_name: the PyTorch CPU op that launched it (chrome traces: by External id; else NULL)
 -- Rule (the one nsys's NVTX projection uses): a range lives on the CPU thread that pushed it, and a kernel
 -- belongs to the ranges that enclose its *launching* call on that thread (start <= launch.start <= end),
 -- matched by correlation id -- not to ranges that overlap the kernel's GPU time. A CUDA graph launch gives
@@ -76,9 +77,13 @@ attributed AS (
     LEFT JOIN innermost i USING (trace_id, pid, tid, t)
     LEFT JOIN start_end se USING (trace_id, pid, tid, t)
 )
-SELECT kl.*, a.range_id, p.text AS layer, p.path, p.depth, p.kind AS range_kind
+SELECT kl.*, a.range_id, p.text AS layer, p.path, p.depth, p.kind AS range_kind,
+       o.op_id, o.name AS op_name
 FROM kl
 LEFT JOIN attributed a
   ON a.trace_id = kl.trace_id AND a.pid IS NOT DISTINCT FROM kl.launch_pid
  AND a.tid IS NOT DISTINCT FROM kl.launch_tid AND a.t = kl.launch_start_ns
 LEFT JOIN nvtx_paths p ON p.trace_id = a.trace_id AND p.range_id = a.range_id
+LEFT JOIN (SELECT trace_id, external_id, min(op_id) AS op_id, arg_min(name, op_id) AS name
+           FROM ops WHERE external_id IS NOT NULL GROUP BY ALL) o
+  ON o.trace_id = kl.trace_id AND o.external_id = kl.external_id

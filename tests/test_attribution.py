@@ -194,3 +194,20 @@ def test_kernel_without_a_matching_launch_is_counted_outside(tmp_path: Path) -> 
 def test_launch_on_a_range_boundary_is_inside(tmp_path: Path, launch: int) -> None:
     write_trace(tmp_path, "t", [K(1)], [L(1, launch)], [R("fwd", 0, 10)])
     assert layers(tmp_path)[0][0] == "fwd"
+
+
+def test_chrome_kernels_link_to_their_cpu_op(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    from pipeline.normalize import normalize_file
+    from tests.conftest import SMALLCNN
+
+    normalize_file(SMALLCNN / "torch_trace.json.gz", tmp_path)
+    events = json.loads(gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()))["traceEvents"]
+    op_by_ext = {e["args"]["External id"]: e["name"] for e in events if e.get("cat") == "cpu_op"}
+    expected = sorted(
+        (e["args"]["correlation"], op_by_ext[e["args"]["External id"]]) for e in events if e.get("cat") == "kernel"
+    )
+    got = connect(tmp_path).execute("SELECT correlation_id, op_name FROM kernel_layers ORDER BY 1").fetchall()
+    assert got == expected and len(got) == 8
