@@ -101,6 +101,7 @@ def normalize(
         raise click.UsageError("--trace-id needs exactly one input file")
     out.mkdir(parents=True, exist_ok=True)
     bad: list[BadInputError] = []
+    broken: list[Path] = []
     results = []
     for path in console.progress(files, len(files), "normalize", quiet):
         try:
@@ -110,6 +111,12 @@ def normalize(
             console.fail(str(e))
             if as_json:
                 click.echo(json.dumps({"path": str(path), "error": e.reason}))
+            continue
+        except Exception as e:  # a bug of ours on this file: report it, keep going with the others
+            broken.append(path)
+            console.fail(f"{path}: internal error {type(e).__name__}: {e} (please report with the file)")
+            if as_json:
+                click.echo(json.dumps({"path": str(path), "error": f"internal error {type(e).__name__}: {e}"}))
             continue
         r = results[-1]
         for w in r.warnings:
@@ -129,9 +136,10 @@ def normalize(
             )
     if not quiet and not as_json:
         _print_normalize_summary(results, out)
-    if bad:
-        console.fail(f"{len(bad)} of {len(files)} inputs failed: " + ", ".join(str(e.path) for e in bad))
-        sys.exit(EXIT_BAD_INPUT)
+    failed = [e.path for e in bad] + broken
+    if failed:
+        console.fail(f"{len(failed)} of {len(files)} inputs failed: " + ", ".join(map(str, failed)))
+        sys.exit(EXIT_BAD_INPUT if bad else EXIT_FAILED)
 
 
 def _print_normalize_summary(results: list, out: Path) -> None:
