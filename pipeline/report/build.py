@@ -229,7 +229,8 @@ class _TraceBuilder:
         busy = 100 * w.kernels["duration_ns"].sum() / max(span, 1)
         caption = (
             f"{w.title}: {span / 1e3:,.1f} µs of GPU time from its first kernel's start to its last one's end, "
-            f"{w.kernels.height} kernels, kernels running {busy:.0f}% of it (sum of durations / span)."
+            f"{w.kernels.height} kernels, kernels running {busy:.{0 if busy >= 1 else 2}f}% of it "
+            "(sum of durations / span)."
         )
         self.parts.append(
             "<h3>GPU timeline of one iteration</h3>"

@@ -103,7 +103,9 @@ def sm_heatmap(load: SmLoad, trace: str) -> bytes:
 def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
     """GPU timeline of one window: NVTX ranges (their kernels' GPU span) above, kernels per stream below."""
     t0 = w.start_ns
-    span_us = max((w.end_ns - t0) / 1e3, 1e-3)
+    # ms ticks once the window is long, so tick labels stay short (no 250000 µs)
+    unit, scale = ("ms", 1e6) if w.end_ns - t0 > 1e7 else ("µs", 1e3)
+    span = max((w.end_ns - t0) / scale, 1e-6)
     depths = sorted(set(w.ranges["depth"].to_list())) if w.ranges.height else []
     k = w.kernels
     if "stream_id" not in k.columns:
@@ -116,8 +118,8 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
     lane_of = {("r", d): i for i, d in enumerate(depths)}
     lane_of.update({("k", ds): len(depths) + i for i, ds in enumerate(streams)})
     for r in w.ranges.iter_rows(named=True):
-        x = (max(r["gpu_start_ns"], t0) - t0) / 1e3
-        width = (min(r["gpu_end_ns"], w.end_ns) - t0) / 1e3 - x
+        x = (max(r["gpu_start_ns"], t0) - t0) / scale
+        width = (min(r["gpu_end_ns"], w.end_ns) - t0) / scale - x
         lane = lane_of[("r", r["depth"])]
         ax.broken_barh(
             [(x, width)],
@@ -129,11 +131,11 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
         )
         label = _short(r["layer"], 16)
         # a label only where it fits (about 6 px per character at 8 pt on the ~1150 px wide axis)
-        if width / span_us * 1150 > 6 * len(label) + 6:
+        if width / span * 1150 > 6 * len(label) + 6:
             ax.text(x + width / 2, lane, label, ha="center", va="center", fontsize=8)
     for r in k.iter_rows(named=True):
-        x = (r["start_ns"] - t0) / 1e3
-        width = max(r["duration_ns"] / 1e3, span_us * 0.002)  # a 1 µs kernel still shows as a sliver
+        x = (r["start_ns"] - t0) / scale
+        width = max(r["duration_ns"] / scale, span * 0.002)  # a 1 µs kernel still shows as a sliver
         lane = lane_of[("k", (r["device_id"], r["stream_id"]))]
         ax.broken_barh(
             [(x, width)],
@@ -144,11 +146,12 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
         )
     ax.set_yticks(np.arange(len(lanes)), lanes)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
-    ax.set_xlim(0, span_us)
-    ax.set_xlabel("GPU time since the window start (µs)")
+    ax.set_xlim(0, span)
+    ax.set_xlabel(f"GPU time since the window start ({unit})")
     busy = k["duration_ns"].sum() / max(w.end_ns - w.start_ns, 1) * 100
     ax.set_title(
-        f"{trace}: {w.title} — {_us(w.end_ns - w.start_ns)} span, {k.height} kernels, kernels busy {busy:.0f}% of it",
+        f"{trace}: {w.title} — {_us(w.end_ns - w.start_ns)} span, {k.height} kernels, "
+        f"kernels busy {busy:.{0 if busy >= 1 else 2}f}% of it",
         fontweight="bold",
     )
     present = [n for n in colours if n in set(k["layer"].to_list())]
