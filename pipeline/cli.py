@@ -292,5 +292,9 @@ def run() -> None:
         sys.exit(EXIT_FAILED)
 
 
+from pipeline.report.cli import report  # noqa: E402 - defined beside its package, registered here
+
+main.add_command(report)
+
 if __name__ == "__main__":
     run()

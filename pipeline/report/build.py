@@ -1,0 +1,272 @@
+"""Build the report: one section per trace, every figure a PNG beside the self-contained report.html.
+
+Reads only ``<view>.parquet`` files of ``tracepipe analyze``'s output (polars), so a report can be made on
+any machine that has the folder. Per trace: GPU time per layer (bar chart + table), the kernels each layer
+runs (launch shape, threads, occupancy, limiter), MACs where ``layer_macs`` exists, the estimated per-SM
+load (heatmap, from ``layer_sm_load``) and a GPU timeline of one iteration coloured by layer. Optional views
+that are absent are reported as "not available (view X missing)", never an error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html as _html
+import os
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from pipeline import console
+from pipeline.report import tables
+from pipeline.report.data import Views, load
+from pipeline.report.html import Col, Page, image, integer, na, pct, si, table, us
+from pipeline.report.html import name as cut_name
+
+TOP_N = 5
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    """Write beside the target, then rename: a reader never sees half a file, a crash leaves the old one."""
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def slug(trace_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", trace_id)
+
+
+@dataclass
+class TraceReport:
+    trace_id: str
+    kernels: int
+    gpu_time_ns: int
+    top_layers: list[dict]
+    top_kernels: list[dict]
+    #: section -> "drawn" or why not ("not available (view X missing)")
+    sections: dict[str, str] = field(default_factory=dict)
+    html: str = ""
+
+
+@dataclass
+class Report:
+    html: Path
+    pngs: list[Path]
+    traces: list[TraceReport]
+
+    def to_json(self) -> dict:
+        return {
+            "html": str(self.html),
+            "files": [str(self.html), *map(str, self.pngs)],
+            "traces": {
+                t.trace_id: {
+                    "kernels": t.kernels,
+                    "gpu_time_ns": t.gpu_time_ns,
+                    "top_layers": t.top_layers,
+                    "top_kernels": t.top_kernels,
+                    "sections": t.sections,
+                }
+                for t in self.traces
+            },
+        }
+
+
+@dataclass
+class _Stage:
+    """One unit of work for the progress bar (``name`` is what the bar shows)."""
+
+    name: str
+    run: Callable[[], None]
+
+
+LAYER_COLS = [
+    Col("path", "path"),
+    Col("calls", "calls", integer, True),
+    Col("kernels", "kernels", integer, True),
+    Col("launches_per_call", "kernels/call", lambda x: "" if x is None else f"{x:.1f}", True),
+    Col("gpu_time_ns", "GPU time µs", us, True),
+    Col("share_pct", "share %", pct, True),
+    Col("mean_ns", "mean µs", us, True),
+    Col("min_ns", "min µs", us, True),
+    Col("max_ns", "max µs", us, True),
+    Col("macs", "MACs", si, True),
+    Col("measured_macs", "measured MACs", si, True),
+    Col("macs_per_s", "achieved MAC/s", si, True),
+]
+
+KERNEL_COLS = [
+    Col("path", "path"),
+    Col("short_name", "kernel", cut_name),
+    Col("launches", "launches", integer, True),
+    Col("gpu_time_ns", "GPU time µs", us, True),
+    Col("share_pct", "share %", pct, True),
+    Col("mean_ns", "mean µs", us, True),
+    Col("grid", "grid"),
+    Col("block", "block"),
+    Col("threads", "threads/launch", integer, True),
+    Col("regs", "regs/thread", integer, True),
+    Col("occupancy_pct", "occupancy %", pct, True),
+    Col("limiter", "limiter"),
+]
+
+
+def sm_cols(unit: str) -> list[Col]:
+    return [
+        Col("path", "path"),
+        Col("sms_used", "SMs used", integer, True),
+        Col("sm_count", "SMs", integer, True),
+        Col("min_per_sm", f"min {unit}/SM", si, True),
+        Col("mean_per_sm", f"mean {unit}/SM", si, True),
+        Col("max_per_sm", f"max {unit}/SM", si, True),
+        Col("imbalance", "max/mean", lambda x: "" if x is None else f"{x:.2f}", True),
+    ]
+
+
+def _records(df: pl.DataFrame, cols: list[str]) -> list[dict]:
+    return df.select([c for c in cols if c in df.columns]).to_dicts()
+
+
+class _TraceBuilder:
+    """Builds one trace's section; each stage adds figures and HTML so the progress bar can follow."""
+
+    def __init__(self, views: Views, trace: str, out: Path, pngs: list[Path]) -> None:
+        self.v, self.trace, self.out, self.pngs = views, trace, out, pngs
+        self.parts: list[str] = []
+        self.rep: TraceReport | None = None
+
+    def _png(self, kind: str, data: bytes, alt: str) -> str:
+        self.pngs.append(write_atomic(self.out / f"{slug(self.trace)}.{kind}.png", data))
+        return image(data, alt)
+
+    def tables(self) -> None:
+        from pipeline.report.plots import layer_colours
+
+        v, t = self.v, self.trace
+        self.by_name = tables.layers_by_name(v, t)
+        self.by_path = tables.layers_by_path(v, t)
+        self.k = tables.kernels(v, t)
+        self.colours = layer_colours(self.by_name["layer"].to_list())
+        total = int(self.k["duration_ns"].sum())
+        outside = self.by_path.filter(pl.col("path") == tables.OUTSIDE)["gpu_time_ns"].sum()
+        self.rep = TraceReport(
+            t,
+            self.k.height,
+            total,
+            _records(self.by_path.head(TOP_N), ["path", "layer", "kernels", "gpu_time_ns", "share_pct"]),
+            _records(tables.top_kernels(self.k, TOP_N), ["short_name", "launches", "gpu_time_ns", "share_pct"]),
+        )
+        kpis = [
+            ("kernels", f"{self.k.height:,}"),
+            ("GPU time (sum of kernels)", f"{total / 1e3:,.1f} µs"),
+            ("layer paths", f"{self.by_path.filter(pl.col('path') != tables.OUTSIDE).height}"),
+            ("distinct kernels", f"{self.k['short_name'].n_unique()}"),
+            ("outside every range", f"{100 * outside / max(total, 1):.1f}%"),
+        ]
+        self.parts.append(
+            "".join(f'<span class="kpi"><b>{_html.escape(val)}</b>{_html.escape(key)}</span>' for key, val in kpis)
+        )
+
+    def layers(self) -> None:
+        from pipeline.report.plots import layer_bars
+
+        img = self._png("layer_time", layer_bars(self.by_name, self.by_path, self.colours, self.trace), "GPU time")
+        macs = self.v.unavailable.get("macs")
+        self.rep.sections["macs"] = macs or "drawn"
+        self.parts.append(
+            "<h3>GPU time per layer</h3>"
+            + img
+            + table(self.by_path, LAYER_COLS, max_rows=tables.MAX_TABLE_ROWS)
+            + (na(f"MACs and achieved MAC/s: {macs}") if macs else "")
+        )
+
+    def kernels(self) -> None:
+        kt = tables.kernel_table(self.k)
+        notes = []
+        if "geometry" in self.v.unavailable and "threads" in kt.columns:
+            notes.append("threads/launch = gridDim × blockDim products of kernel_layers (view kernel_geometry missing)")
+        occ = self.v.unavailable.get("occupancy")
+        if occ:
+            notes.append(f"occupancy and limiter: {occ}")
+        self.rep.sections["occupancy"] = occ or "drawn"
+        self.parts.append(
+            "<h3>Kernels per layer</h3>"
+            + table(kt, KERNEL_COLS, group="path", max_rows=tables.MAX_TABLE_ROWS)
+            + "".join(na(n) if "not available" in n else f'<p class="note">{_html.escape(n)}</p>' for n in notes)
+        )
+
+    def sm_load(self) -> None:
+        from pipeline.report.plots import sm_heatmap
+
+        load_ = tables.sm_load(self.v, self.trace, self.by_path["path"].to_list())
+        self.parts.append("<h3>Load per SM</h3>")
+        if load_ is None:
+            reason = self.v.unavailable.get("sm_load", "not available (no layer_sm_load rows for this trace)")
+            self.rep.sections["sm_load"] = reason
+            self.parts.append(na(reason))
+            return
+        self.rep.sections["sm_load"] = "drawn"
+        self.parts.append(
+            self._png("sm_load", sm_heatmap(load_, self.trace), "SM load heatmap")
+            + f'<p class="note">Colour: each SM\'s {_html.escape(load_.value_name)} relative to the busiest SM of '
+            "the same layer (row), from layer_sm_load's round-robin dispatch estimate; dark = idle SM.</p>"
+            + table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS)
+        )
+
+    def timeline(self) -> None:
+        from pipeline.report.plots import timeline
+
+        w = tables.timeline_window(self.v, self.trace, self.k)
+        self.rep.sections["timeline"] = w.title
+        span = w.end_ns - w.start_ns
+        busy = 100 * w.kernels["duration_ns"].sum() / max(span, 1)
+        caption = (
+            f"{w.title}: {span / 1e3:,.1f} µs of GPU time from its first kernel's start to its last one's end, "
+            f"{w.kernels.height} kernels, kernels running {busy:.{0 if busy >= 1 else 2}f}% of it "
+            "(sum of durations / span)."
+        )
+        self.parts.append(
+            "<h3>GPU timeline of one iteration</h3>"
+            + self._png("timeline", timeline(w, self.colours, self.trace), "GPU timeline")
+            + f"<p>{_html.escape(caption)}</p>"
+            + '<p class="note">Top lanes: NVTX ranges drawn over the GPU span of the kernels they launched; '
+            "bottom lanes: kernels per stream, coloured by the layer that launched them.</p>"
+        )
+
+    def stages(self) -> list[_Stage]:
+        return [
+            _Stage(f"{self.trace} tables", self.tables),
+            _Stage(f"{self.trace} layer chart", self.layers),
+            _Stage(f"{self.trace} kernel table", self.kernels),
+            _Stage(f"{self.trace} SM heatmap", self.sm_load),
+            _Stage(f"{self.trace} timeline", self.timeline),
+        ]
+
+
+def build_report(analysis: Path, out: Path, quiet: bool = True) -> Report:
+    """Write ``out/report.html`` and ``out/<trace>.<figure>.png``; BadInputError (nothing written) when
+    ``analysis`` is not an analysis folder."""
+    views = load(analysis)
+    out.mkdir(parents=True, exist_ok=True)
+    pngs: list[Path] = []
+    builders = [_TraceBuilder(views, t, out, pngs) for t in views.trace_ids]
+    stages = [s for b in builders for s in b.stages()]
+    for stage in console.progress(stages, len(stages), "report", quiet):
+        stage.run()
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    page = Page(
+        "tracepipe report",
+        f"{len(builders)} trace(s) from <code>{_html.escape(str(analysis))}</code>, generated {when}. "
+        "Times are sums of kernel durations on the GPU; layers are the NVTX ranges that launched the kernels.",
+    )
+    for b in builders:
+        page.sections.append((slug(b.trace), b.trace, "".join(b.parts)))
+    html_path = write_atomic(out / "report.html", page.render().encode())
+    return Report(html_path, pngs, [b.rep for b in builders])

@@ -1,0 +1,146 @@
+"""Read an analysis folder (one ``<view>.parquet`` per view) into the frames the report draws.
+
+The four attribution views are required; every other view is optional and may still be missing (it
+lands on another branch) or name its columns differently, so each optional section declares the
+columns it needs as lists of accepted names and is drawn only when one of each is present.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.errors import BadInputError
+
+#: view -> columns the report reads from it; without any of these views there is nothing to report.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "kernel_layers": ("trace_id", "kernel_id", "start_ns", "end_ns", "duration_ns", "name", "path", "layer"),
+    "layer_summary": ("trace_id", "path", "layer", "calls", "kernels", "gpu_time_ns", "share_pct", "mean_ns"),
+    "layer_name_summary": ("trace_id", "layer", "calls", "kernels", "gpu_time_ns", "share_pct"),
+    "layer_timeline": ("trace_id", "range_id", "path", "layer", "depth", "cpu_start_ns", "kernels"),
+}
+
+
+@dataclass(frozen=True)
+class Optional:
+    """An optional view: canonical column -> accepted names (first present wins); ``need`` must all resolve."""
+
+    view: str
+    columns: dict[str, tuple[str, ...]]
+    need: tuple[str, ...]
+
+
+OPTIONAL: dict[str, Optional] = {
+    "geometry": Optional(
+        "kernel_geometry",
+        {
+            "trace_id": ("trace_id",),
+            "kernel_id": ("kernel_id",),
+            "blocks": ("blocks",),
+            "threads_per_block": ("threads_per_block",),
+            "warps_per_block": ("warps_per_block",),
+            "threads": ("total_threads", "threads"),
+        },
+        ("trace_id", "kernel_id", "threads"),
+    ),
+    "occupancy": Optional(
+        "kernel_occupancy",
+        {
+            "trace_id": ("trace_id",),
+            "kernel_id": ("kernel_id",),
+            "occupancy_pct": ("theoretical_occupancy_pct", "occupancy_pct", "achieved_occupancy_pct"),
+            "limiter": ("limiter",),
+            "resident_blocks_per_sm": ("resident_blocks_per_sm",),
+        },
+        ("trace_id", "kernel_id", "occupancy_pct"),
+    ),
+    "sm_load": Optional(
+        "layer_sm_load",
+        {
+            "trace_id": ("trace_id",),
+            "path": ("path", "layer"),
+            "sm_id": ("sm_id",),
+            "sm_count": ("sm_count",),
+            # thread-resident time shows how long each SM was busy, not just how much it got
+            "value": ("thread_ns", "threads", "blocks"),
+        },
+        ("trace_id", "path", "sm_id", "value"),
+    ),
+    "macs": Optional(
+        "layer_macs",
+        {
+            "trace_id": ("trace_id",),
+            "path": ("path", "layer"),
+            "macs": ("macs", "est_macs", "estimated_macs", "theoretical_macs"),
+            "measured_macs": ("measured_macs", "macs_measured", "ncu_macs"),
+        },
+        ("trace_id", "path", "macs"),
+    ),
+}
+
+
+@dataclass
+class Views:
+    folder: Path
+    required: dict[str, pl.DataFrame]
+    #: section -> frame with canonical column names (plus ``value_name`` for sm_load)
+    optional: dict[str, pl.DataFrame] = field(default_factory=dict)
+    #: section -> why it is not drawn, e.g. "not available (view layer_macs missing)"
+    unavailable: dict[str, str] = field(default_factory=dict)
+    #: section -> the source column chosen for its ``value`` (sm_load: thread_ns, threads or blocks)
+    value_name: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def trace_ids(self) -> list[str]:
+        return sorted(self.required["kernel_layers"]["trace_id"].unique().to_list())
+
+
+def _read(path: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(path)
+    except Exception as e:  # polars raises several types for a truncated or foreign file
+        raise BadInputError(path, f"not a readable Parquet file ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+
+
+def load(folder: Path) -> Views:
+    """Every view the report uses; BadInputError names the folder or file that is not an analysis output."""
+    if not folder.is_dir():
+        raise BadInputError(folder, "not a folder (give the --out folder of `tracepipe analyze`)")
+    files = {name: folder / f"{name}.parquet" for name in REQUIRED}
+    missing = [n for n, p in files.items() if not p.is_file()]
+    if len(missing) == len(files):
+        raise BadInputError(
+            folder,
+            "no analysis Parquet here (expected " + ", ".join(f"{n}.parquet" for n in REQUIRED) + "; "
+            "run `tracepipe analyze NORMALIZED --out " + str(folder) + "` first)",
+        )
+    if missing:
+        raise BadInputError(files[missing[0]], "missing (re-run `tracepipe analyze`)")
+    required = {}
+    for name, path in files.items():
+        df = _read(path)
+        lacking = [c for c in REQUIRED[name] if c not in df.columns]
+        if lacking:
+            raise BadInputError(path, f"lacks column(s) {', '.join(lacking)}")
+        required[name] = df
+    if required["kernel_layers"].height == 0:
+        raise BadInputError(files["kernel_layers"], "has no kernels: nothing to report")
+    views = Views(folder, required)
+    for section, spec in OPTIONAL.items():
+        path = folder / f"{spec.view}.parquet"
+        if not path.is_file():
+            views.unavailable[section] = f"not available (view {spec.view} missing)"
+            continue
+        df = _read(path)
+        chosen = {canon: next((c for c in names if c in df.columns), None) for canon, names in spec.columns.items()}
+        lacking = [canon for canon in spec.need if chosen[canon] is None]
+        if lacking:
+            wanted = " or ".join(spec.columns[lacking[0]])
+            views.unavailable[section] = f"not available (view {spec.view} has no column {wanted})"
+            continue
+        views.optional[section] = df.select([pl.col(src).alias(canon) for canon, src in chosen.items() if src])
+        if "value" in chosen:
+            views.value_name[section] = chosen["value"]
+    return views

@@ -1,0 +1,168 @@
+"""The report's figures (matplotlib, Agg: no display needed), each returned as PNG bytes."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: a headless CI box has no display
+
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
+from matplotlib.patches import Patch
+
+from pipeline.report.tables import OUTSIDE, SmLoad, Window
+
+DPI = 110
+WIDTH_IN = 12.0
+#: rows drawn in the bar chart and heatmap; the tables below them list the rest
+MAX_ROWS = 25
+PARENT_GREY = "#c8c8c8"
+OUTSIDE_GREY = "#7f7f7f"
+
+plt.rcParams.update({"font.size": 9, "axes.titlesize": 11, "axes.spines.top": False, "axes.spines.right": False})
+
+
+def layer_colours(layers: list[str]) -> dict[str, str]:
+    """A stable colour per layer name (ordered by GPU time), shared by every figure of a trace."""
+    palette = [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab10").colors]
+    palette += [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab20").colors[1::2]]
+    out: dict[str, str] = {}
+    for name in layers:
+        if name == OUTSIDE:
+            out[name] = OUTSIDE_GREY
+        elif name not in out:
+            out[name] = palette[len([n for n in out if n != OUTSIDE]) % len(palette)]
+    return out
+
+
+def _png(fig: plt.Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _us(ns: float) -> str:
+    us = ns / 1e3
+    return f"{us / 1e3:,.2f} ms" if us >= 1e4 else f"{us:,.1f} µs"
+
+
+def _short(text: str, n: int = 38) -> str:
+    return text if len(text) <= n else "…" + text[-(n - 1) :]
+
+
+def _hbars(ax: plt.Axes, df: pl.DataFrame, label_col: str, colour_col: str, colours: dict[str, str]) -> None:
+    df = df.head(MAX_ROWS)
+    y = np.arange(df.height)
+    t = df["gpu_time_ns"].to_numpy() / 1e3
+    ax.barh(y, t, color=[colours.get(c, OUTSIDE_GREY) for c in df[colour_col].to_list()])
+    ax.set_yticks(y, [_short(x) for x in df[label_col].to_list()])
+    ax.invert_yaxis()
+    ax.set_xlabel("GPU time (µs, sum of kernel durations)")
+    for yi, ti, ns, share in zip(y, t, df["gpu_time_ns"], df["share_pct"], strict=True):
+        ax.text(ti, yi, f" {_us(ns)} · {share:.1f}%", va="center", fontsize=8)
+    ax.set_xlim(0, max(t.max(), 1e-9) * 1.35)  # room for the value labels right of the longest bar
+
+
+def layer_bars(by_name: pl.DataFrame, by_path: pl.DataFrame, colours: dict[str, str], trace: str) -> bytes:
+    rows = max(min(by_name.height, MAX_ROWS), min(by_path.height, MAX_ROWS))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(WIDTH_IN, max(3.6, 1.3 + 0.32 * rows)), layout="constrained")
+    _hbars(a, by_name, "layer", "layer", colours)
+    a.set_title("by layer name (all calls)")
+    _hbars(b, by_path, "path", "layer", colours)
+    b.set_title("by range path (innermost)")
+    fig.suptitle(f"{trace}: GPU time per layer", fontweight="bold")
+    return _png(fig)
+
+
+def sm_heatmap(load: SmLoad, trace: str) -> bytes:
+    """Rows: layer paths; columns: SM ids; colour: the SM's load relative to the busiest SM of that layer
+    (so a small layer's idle SMs show as clearly as a big one's); the row label gives SMs used."""
+    m = load.matrix.head(MAX_ROWS)
+    values = m.drop("path").to_numpy().astype(float)
+    row_max = values.max(axis=1, keepdims=True)
+    rel = np.divide(values, row_max, out=np.zeros_like(values), where=row_max > 0)
+    n_sm = values.shape[1]
+    used = (values > 0).sum(axis=1)
+    labels = [f"{_short(p, 30)}  [{u}/{n_sm} SMs]" for p, u in zip(m["path"].to_list(), used, strict=True)]
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 1.6 + 0.3 * len(labels))), layout="constrained")
+    im = ax.imshow(rel, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    ax.set_yticks(np.arange(len(labels)), labels)
+    step = 12 if n_sm > 48 else max(1, n_sm // 8)
+    ax.set_xticks(np.arange(0, n_sm, step))
+    ax.set_xlabel("SM id (dispatch order, round-robin model)")
+    cb = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.03)
+    cb.set_label(f"{load.value_name} / busiest SM of the layer")
+    ax.set_title(f"{trace}: estimated load per SM and layer ({load.value_name})", fontweight="bold")
+    return _png(fig)
+
+
+def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
+    """GPU timeline of one window: NVTX ranges (their kernels' GPU span) above, kernels per stream below."""
+    t0 = w.start_ns
+    # ms ticks once the window is long, so tick labels stay short (no 250000 µs)
+    unit, scale = ("ms", 1e6) if w.end_ns - t0 > 1e7 else ("µs", 1e3)
+    span = max((w.end_ns - t0) / scale, 1e-6)
+    depths = sorted(set(w.ranges["depth"].to_list())) if w.ranges.height else []
+    k = w.kernels
+    if "stream_id" not in k.columns:
+        k = k.with_columns(pl.lit(None, pl.Int64).alias("stream_id"))
+    if "device_id" not in k.columns:
+        k = k.with_columns(pl.lit(None, pl.Int32).alias("device_id"))
+    streams = k.select("device_id", "stream_id").unique().sort("device_id", "stream_id", nulls_last=True).rows()
+    lanes = [f"NVTX depth {d}" for d in depths] + [f"GPU {d} · stream {s}" for d, s in streams]
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.4, 1.9 + 0.55 * len(lanes))), layout="constrained")
+    lane_of = {("r", d): i for i, d in enumerate(depths)}
+    lane_of.update({("k", ds): len(depths) + i for i, ds in enumerate(streams)})
+    for r in w.ranges.iter_rows(named=True):
+        x = (max(r["gpu_start_ns"], t0) - t0) / scale
+        width = (min(r["gpu_end_ns"], w.end_ns) - t0) / scale - x
+        lane = lane_of[("r", r["depth"])]
+        ax.broken_barh(
+            [(x, width)],
+            (lane - 0.4, 0.8),
+            facecolors=colours.get(r["layer"], PARENT_GREY),
+            edgecolors="white",
+            linewidth=0.6,
+            alpha=0.85,
+        )
+        label = _short(r["layer"], 16)
+        # a label only where it fits (about 6 px per character at 8 pt on the ~1150 px wide axis)
+        if width / span * 1150 > 6 * len(label) + 6:
+            ax.text(x + width / 2, lane, label, ha="center", va="center", fontsize=8)
+    for r in k.iter_rows(named=True):
+        x = (r["start_ns"] - t0) / scale
+        width = max(r["duration_ns"] / scale, span * 0.002)  # a 1 µs kernel still shows as a sliver
+        lane = lane_of[("k", (r["device_id"], r["stream_id"]))]
+        ax.broken_barh(
+            [(x, width)],
+            (lane - 0.4, 0.8),
+            facecolors=colours.get(r["layer"], OUTSIDE_GREY),
+            edgecolors="black",
+            linewidth=0.3,
+        )
+    ax.set_yticks(np.arange(len(lanes)), lanes)
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.set_xlim(0, span)
+    ax.set_xlabel(f"GPU time since the window start ({unit})")
+    busy = k["duration_ns"].sum() / max(w.end_ns - w.start_ns, 1) * 100
+    ax.set_title(
+        f"{trace}: {w.title} — {_us(w.end_ns - w.start_ns)} span, {k.height} kernels, "
+        f"kernels busy {busy:.{0 if busy >= 1 else 2}f}% of it",
+        fontweight="bold",
+    )
+    present = [n for n in colours if n in set(k["layer"].to_list())]
+    handles = [Patch(facecolor=colours[n], edgecolor="black", linewidth=0.3, label=n) for n in present]
+    if handles:
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncol=min(len(handles), 8),
+            frameon=False,
+            title="kernels coloured by layer",
+        )
+    return _png(fig)
