@@ -74,7 +74,7 @@ def test_report_on_the_sample(analysis: Path, nsys_sqlite: Path, tmp_path: Path)
         assert f">{layer}<" in html, layer  # a table cell of its own, not a substring of a kernel name
     assert "(outside ranges)" in html  # the one kernel launched before any range (the input randn)
     no_network(html)
-    assert rep.pngs and {p.name.split(".")[-2] for p in rep.pngs} == {"layer_time", "timeline"}
+    assert rep.pngs and {p.name.split(".")[-2] for p in rep.pngs} == {"layer_time", "timeline", "sm_load"}
     for png in rep.pngs:
         check_png(png)
         assert f"base64,{__import__('base64').b64encode(png.read_bytes()).decode()}" in html  # embedded
