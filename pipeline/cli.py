@@ -170,5 +170,9 @@ def run() -> None:
         sys.exit(EXIT_FAILED)
 
 
+from pipeline.capture.cli import capture  # noqa: E402  (the group is defined in its own package)
+
+main.add_command(capture)
+
 if __name__ == "__main__":
     run()

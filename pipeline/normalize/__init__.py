@@ -29,6 +29,7 @@ NORMALIZERS: dict[str, str] = {
     "nsys-rep": "pipeline.normalize.nsys:normalize_rep",
     "chrome-trace": "pipeline.normalize.chrome:normalize_chrome",
     "ncu-csv": "pipeline.normalize.ncu:normalize_ncu",
+    "layer-shapes": "pipeline.normalize.layers:normalize_layers",
 }
 
 
@@ -45,6 +46,8 @@ def detect_format(path: Path) -> str:
     if first.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
     text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # capture's side file: its first key
+        return "layer-shapes"
     if text[:1] in (b"{", b"["):
         return "chrome-trace"
     if b'"ID","Process ID"' in first or first.startswith(b"==PROF==") or b"\n==PROF==" in first:
