@@ -153,6 +153,120 @@ def _print_normalize_summary(results: list, out: Path) -> None:
     console.out.print(table)
 
 
+DEFAULT_ANALYSIS = Path("build/analysis")
+
+
+@main.command()
+@click.argument("normalized", type=click.Path(path_type=Path), default=DEFAULT_NORMALIZED)
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_ANALYSIS,
+    show_default=True,
+    help="Folder for one <view>.parquet (and .csv) per view of sql/.",
+)
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    type=click.Choice(["parquet", "csv"]),
+    default=("parquet", "csv"),
+    show_default=True,
+    help="Output formats (repeat for several).",
+)
+@click.option(
+    "--view",
+    "only",
+    multiple=True,
+    help="Write only these views (repeatable). Default: all but kernel_sm_load (kernels x SMs rows).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {view: rows} as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary.")
+def analyze(
+    normalized: Path, out: Path, formats: tuple[str, ...], only: tuple[str, ...], as_json: bool, quiet: bool
+) -> None:
+    """Run every view in sql/ over NORMALIZED and write each as Parquet and CSV.
+
+    \b
+    Views (see the header comment of each sql/<view>.sql for columns and units):
+      kernel_layers       each kernel with the NVTX range that launched it (innermost, path, depth)
+      layer_summary       per layer path: kernels, calls, GPU time total/mean/min/max, share of total
+      layer_name_summary  the same folded over paths, per layer name
+      layer_timeline      per range instance: CPU span, GPU span of its kernels, launch latency
+    Each file is renamed into place only when complete; a failed run leaves earlier outputs intact.
+
+    \b
+    Example:
+      tracepipe analyze build/normalized --out build/analysis
+      duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
+    """
+    from pipeline.analyze import connect, default_views, view_files, write_views
+
+    views = list(only) or default_views()
+    unknown = set(views) - set(view_files())
+    if unknown:
+        raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
+    con = connect(normalized, materialize=True)
+    rows = {}
+    for view in console.progress(views, len(views), "analyze", quiet):
+        write_views(con, out, [view], formats)
+        rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+    if as_json:
+        click.echo(json.dumps(rows))
+    elif not quiet:
+        console.out.print(f"wrote {len(views)} views to {out}: " + ", ".join(f"{v} ({n})" for v, n in rows.items()))
+
+
+@main.command()
+@click.argument("normalized", type=click.Path(path_type=Path))
+@click.argument("query", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "parquet"]),
+    default="table",
+    show_default=True,
+    help="How to print the result; parquet needs --output.",
+)
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file.")
+@click.option("--max-rows", default=50, show_default=True, help="Rows shown by --format table.")
+def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_rows: int) -> None:
+    """Run ad-hoc DuckDB SQL over NORMALIZED with every table and view registered (read-only).
+
+    Tables: kernels, api_calls, nvtx_ranges, nvtx_marks, ops, memcpy, memset, devices, trace_meta,
+    ncu_kernels, ncu_metrics (docs/schema.md) and every view of sql/ (tracepipe analyze --help).
+    No QUERY opens an interactive shell. Queries cannot write files or change the data.
+
+    \b
+    Examples:
+      tracepipe sql build/normalized "SELECT layer, kernels, gpu_time_ns FROM layer_summary"
+      tracepipe sql build/normalized "SELECT * FROM kernel_layers" --format parquet -o kl.parquet
+      tracepipe sql build/normalized            # interactive
+    """
+    from pipeline.analyze import connect
+    from pipeline.analyze.shell import print_result, repl, write_result
+
+    if fmt == "parquet" and output is None:
+        raise click.UsageError("--format parquet needs --output FILE")
+    con = connect(normalized, read_only=True)
+    if query is None:
+        repl(con)
+        return
+    try:
+        result = con.sql(query)
+        table = result.to_arrow_table() if result is not None else None
+    except Exception as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
+        console.fail(f"query failed: {str(e).strip().splitlines()[0]}")
+        sys.exit(EXIT_BAD_INPUT)
+    if table is None:
+        return
+    if output is not None:
+        write_result(table, output, fmt)
+    else:
+        print_result(table, fmt, max_rows)
+
+
 def run() -> None:
     """Entry point: bad input and tool failures end in one line and an exit code, not a traceback."""
     try:

@@ -211,6 +211,8 @@ NCU_METRICS = _schema(
     ("raw_value", s),
     ("raw_unit", s),
     ("rule", s),
+    ("rule_type", s),
+    ("rule_description", s),
 )
 
 #: One row per module call of one forward pass, from the capture's ``layer_shapes.json``:

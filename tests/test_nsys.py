@@ -154,7 +154,7 @@ def test_truncated_sqlite_is_rejected_and_keeps_earlier_output(nsys_sqlite: Path
 def test_non_sqlite_with_sqlite_name(tmp_path: Path) -> None:
     bad = tmp_path / "nsys.sqlite"
     bad.write_bytes(b"this is not a database\n" * 10)
-    with pytest.raises(BadInputError, match="not an SQLite database"):
+    with pytest.raises(BadInputError, match="named like an SQLite database but its content is none"):
         normalize_file(bad, tmp_path / "out")
 
 

@@ -13,6 +13,8 @@ def documented() -> dict[str, set[str]]:
     tables: dict[str, set[str]] = {}
     for section in re.split(r"^## ", doc, flags=re.M)[1:]:
         name = section.split()[0]
+        if name not in TABLES:  # prose sections (source mappings) document no table
+            continue
         cols: set[str] = set()
         for line in section.splitlines():
             if line.startswith("| ") and not line.startswith("| column"):
@@ -26,4 +28,3 @@ def test_every_table_and_column_is_documented() -> None:
     for name, schema in TABLES.items():
         assert name in docs, f"docs/schema.md has no section for {name}"
         assert set(schema.names) == docs[name], name
-

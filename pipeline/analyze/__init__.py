@@ -10,32 +10,54 @@ are created in dependency order by retrying those whose inputs do not exist yet.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import uuid
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 
+from pipeline.errors import BadInputError
 from pipeline.schema import TABLES
 from pipeline.store import table_glob
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
+#: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
+DEFAULT_MEMORY_LIMIT = "3GB"
+
 #: view name -> "module:function" returning a pyarrow Table (kept in Python: small lookup tables).
 PY_TABLES: dict[str, str] = {}
+PY_TABLES["arch_limits"] = "pipeline.analyze.arch:arch_limits_table"
 
 
 def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted(sql_dir.glob("*.sql"))}
 
 
+ON_REQUEST = "-- analyze: on request"
+
+
+def default_views(sql_dir: Path = SQL_DIR) -> list[str]:
+    """Views `tracepipe analyze` writes unless told otherwise: all but those whose header says
+    ``-- analyze: on request`` (views that expand to one row per kernel and SM, say)."""
+    return [name for name, path in view_files(sql_dir).items() if ON_REQUEST not in path.read_text()]
+
+
 def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
-def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path) -> None:
+def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, read_only: bool = False) -> None:
+    """Each table as a view. ``read_only`` scans through pyarrow datasets instead of DuckDB's file
+    access, so the connection can then switch file access off entirely (no COPY over the data)."""
     for name, schema in TABLES.items():
-        if any((normalized / name).glob("trace_id=*/*.parquet")):
+        if read_only and any((normalized / name).glob("trace_id=*/*.parquet")):
+            con.register(f"_ds_{name}", ds.dataset(normalized / name, format="parquet", schema=schema))
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _ds_{name}")
+        elif any((normalized / name).glob("trace_id=*/*.parquet")):
             con.execute(
                 f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{table_glob(normalized, name)}', "
                 "hive_partitioning = false, union_by_name = true)"
@@ -55,28 +77,65 @@ def _body(path: Path) -> str:
     return path.read_text().strip().rstrip(";")
 
 
-def create_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> list[str]:
+def create_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, materialize: bool = False) -> list[str]:
+    """Create every view of ``sql_dir``; with ``materialize`` each is computed once into a temp table,
+    which is what a batch run that reads every view wants (views would recompute their inputs)."""
+    kind = "TEMP TABLE" if materialize else "VIEW"
     pending = view_files(sql_dir)
     created: list[str] = []
     while pending:
         errors: dict[str, str] = {}
+        progressed = False
         for name, path in list(pending.items()):
             try:
-                con.execute(f"CREATE OR REPLACE VIEW {name} AS\n{_body(path)}")
+                con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(path)}")
             except duckdb.CatalogException as e:
                 errors[name] = str(e)
                 continue
             created.append(name)
             del pending[name]
-        if errors and len(errors) == len(pending):
+            progressed = True
+        if not progressed:
             missing = {n: re.sub(r"\s+", " ", e)[:200] for n, e in errors.items()}
             raise RuntimeError(f"views that cannot be created: {missing}")
     return created
 
 
-def connect(normalized: Path, sql_dir: Path = SQL_DIR, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with every table and view registered."""
-    con = duckdb.connect(database)
-    register_tables(con, normalized)
-    create_views(con, sql_dir)
+def connect(
+    normalized: Path, sql_dir: Path = SQL_DIR, materialize: bool = False, read_only: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every table and view registered.
+
+    ``read_only``: queries can read the views but cannot reach any file (no COPY TO over the normalized
+    data, no reading elsewhere); the setting is locked so a query cannot switch it back.
+    """
+    if not normalized.is_dir() or not (normalized / "trace_meta").is_dir():
+        raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
+    con = duckdb.connect(":memory:")
+    # Bounded memory: DuckDB spills sorts, joins and aggregates to disk past this limit.
+    con.execute(f"SET memory_limit = '{os.environ.get('TRACEPIPE_MEMORY_LIMIT', DEFAULT_MEMORY_LIMIT)}'")
+    con.execute("SET preserve_insertion_order = false")
+    register_tables(con, normalized, read_only)
+    create_views(con, sql_dir, materialize)
+    if read_only:
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con
+
+
+def write_views(con: duckdb.DuckDBPyConnection, out: Path, views: list[str], formats: tuple[str, ...]) -> list[Path]:
+    """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for view in views:
+        for fmt in formats:
+            dest = out / f"{view}.{fmt}"
+            tmp = out / f".{view}.{fmt}.tmp-{uuid.uuid4().hex[:8]}"
+            options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
+            try:
+                con.execute(f"COPY (SELECT * FROM {view}) TO '{tmp}' ({options})")
+                os.replace(tmp, dest)
+            finally:
+                tmp.unlink(missing_ok=True)
+            written.append(dest)
+    return written

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
+from pipeline.normalize.checks import staged_warnings
 from pipeline.normalize.source import SQLITE_MAGIC, head, sha256_of
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import TraceWriter, is_up_to_date, trace_id_for
@@ -33,34 +34,47 @@ NORMALIZERS: dict[str, str] = {
 }
 
 
+#: What a file's name promises, checked against what its content is.
+_BY_NAME = {".sqlite": "nsys-sqlite", ".json": "chrome-trace", ".csv": "ncu-csv"}
+_WHAT = {"nsys-sqlite": "an SQLite database", "chrome-trace": "a JSON chrome trace", "ncu-csv": "an ncu CSV"}
+_WHAT["layer-shapes"] = "a tracepipe layer_shapes file"
+#: Content formats that keep a name's promise of another (a capture's layer_shapes.json is JSON too).
+_ALSO = {"layer-shapes": "chrome-trace"}
+
+
+def _by_content(first: bytes) -> str | None:
+    if first.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # tracepipe capture's side file: its first key
+        return "layer-shapes"
+    if text[:1] in (b"{", b"["):
+        return "chrome-trace"
+    if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first:
+        return "ncu-csv"
+    return None
+
+
 def detect_format(path: Path) -> str:
-    """The source format of ``path``, from its first bytes; BadInputError if none fits."""
+    """The source format of ``path``, from its first bytes; BadInputError if none fits or the name disagrees."""
     if not path.is_file():
         raise BadInputError(path, "no such file")
     if path.stat().st_size == 0:
         raise BadInputError(path, "file is empty")
-    name = path.name.lower()
+    name = path.name.lower().removesuffix(".gz")
     if name.endswith((".nsys-rep", ".qdrep", ".qdstrm")):
         return "nsys-rep"
     first = head(path)
-    if first.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
-    text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # capture's side file: its first key
-        return "layer-shapes"
-    if text[:1] in (b"{", b"["):
-        return "chrome-trace"
-    if b'"ID","Process ID"' in first or first.startswith(b"==PROF==") or b"\n==PROF==" in first:
-        return "ncu-csv"
-    if name.endswith((".sqlite", ".sqlite.gz")):
-        raise BadInputError(path, "not an SQLite database (bad header)")
-    if name.endswith((".json", ".json.gz")):
-        raise BadInputError(path, "not JSON: a chrome trace starts with '{'")
-    if name.endswith((".csv", ".csv.gz")):
-        raise BadInputError(path, "not an Nsight Compute CSV (no ncu header row or ==PROF== line)")
-    raise BadInputError(
-        path, "unrecognised format: expected an nsys .sqlite/.nsys-rep, a chrome trace JSON, or ncu CSV"
-    )
+    if not first:
+        raise BadInputError(path, "file is empty (after decompression)")
+    found = _by_content(first)
+    promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
+    if promised and found != promised and _ALSO.get(found) != promised:
+        content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"
+        raise BadInputError(path, f"named like {_WHAT[promised]} but {content}")
+    if found is None:
+        raise BadInputError(path, "unrecognised format: expected nsys .sqlite/.nsys-rep, chrome trace JSON or ncu CSV")
+    return found
 
 
 def _normalizer(fmt: str) -> Normalizer:
@@ -88,6 +102,7 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
     with TraceWriter(out, tid) as writer:
         meta = _normalizer(fmt)(path, writer)
         warnings = [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
+        warnings += staged_warnings(writer)
         writer.write("trace_meta", trace_meta(path, meta, warnings))
         writer.commit()
         return Result(path, tid, str(meta.get("source_format", fmt)), dict(writer.rows), warnings=warnings)

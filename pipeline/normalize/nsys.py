@@ -314,6 +314,39 @@ def read_meta(db: Sqlite) -> dict[str, object]:
     }
 
 
+#: Columns without which a table's rows mean nothing; anything else may be missing in an older export.
+REQUIRED = {
+    KERNEL_TABLE: ("start", "end", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
+    "NVTX_EVENTS": ("start", "end", "eventType", "globalTid"),
+}
+
+
+def _check_required(db: Sqlite) -> None:
+    for table, cols in REQUIRED.items():
+        if table in db.tables:
+            missing = [c for c in cols if c not in db.columns(table)]
+            if missing:
+                raise BadInputError(db.shown, f"table {table} lacks required column(s) {', '.join(missing)}")
+    if "StringIds" not in db.tables:
+        ids = (
+            db.column(f"SELECT count(*) FROM {KERNEL_TABLE} WHERE typeof(demangledName) = 'integer'")
+            if ("demangledName" in db.columns(KERNEL_TABLE))
+            else [0]
+        )
+        if ids[0]:
+            raise BadInputError(db.shown, "kernel names are StringIds ids but the StringIds table is missing")
+
+
+def _unended_ranges(db: Sqlite) -> list[str]:
+    """nsys stores a push without its pop (the capture stopped inside the range) with a NULL end."""
+    if "NVTX_EVENTS" not in db.tables:
+        return []
+    kinds = ", ".join(map(str, PUSH_POP + START_END))
+    n = db.column(f'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN ({kinds}) AND "end" IS NULL')[0]
+    return [f"{n} NVTX ranges never ended (push without pop, or start without end): dropped"] if n else []
+
+
 def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None) -> dict[str, object]:
     shown = shown or path
     with local_file(path, ".sqlite") as plain:
@@ -323,6 +356,8 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
                 raise BadInputError(
                     shown, f"no {KERNEL_TABLE} table: the capture has no CUDA kernels (was it run with -t cuda?)"
                 )
+            _check_required(db)
+            warnings = _unended_ranges(db)
             writer.write_batches("kernels", db.batches(kernels_sql(db)))
             for table, sql in (
                 ("api_calls", api_calls_sql(db)),
@@ -336,7 +371,7 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
             ranges_sql = nvtx_ranges_sql(db)
             if ranges_sql is not None:
                 writer.write("nvtx_ranges", with_nesting(db.arrow(ranges_sql)))
-            return read_meta(db)
+            return {**read_meta(db), "warnings": warnings}
         finally:
             db.close()
 

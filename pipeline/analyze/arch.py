@@ -1,0 +1,123 @@
+"""Per-compute-capability SM limits: the constants of the CUDA occupancy calculator.
+
+A trace records what the device reported (nsys ``TARGET_INFO_GPU``, the chrome
+trace's ``deviceProperties``), but older nsys exports lack ``maxBlocksPerSm`` /
+``maxWarpsPerSm``, no trace records the allocation granularities, and a trace may
+lack ``sm_count``.  The view ``device_limits`` takes the trace's values and fills
+only the gaps from this table (``sql/device_limits.sql``).
+
+Sources, so each number can be checked:
+
+* Per-SM totals (threads, warps, blocks, registers, shared memory, opt-in per-block
+  shared memory): CUDA C++ Programming Guide, "Technical Specifications per Compute
+  Capability" and its "Compute Capability 7.x / 8.x / 9.0" shared-memory sections.
+* Granularities and the allocation model: ``cuda_occupancy.h`` (CUDA toolkit):
+  ``cudaOccSMemAllocationGranularity`` (256 B on cc 7.x, 128 B on cc >= 8),
+  ``cudaOccRegAllocationGranularity`` (256 registers, allocated per warp),
+  ``cudaOccSubPartitionsPerMultiprocessor`` (4), ``cudaOccMaxBlocksPerMultiprocessor``
+  (cc 7.0: 32, 7.5: 16, 8.0: 32, 8.6/8.7: 16, 8.9: 24, 9.0: 32), the carveout sizes
+  of ``cudaOccAlignUpShmemSizeVoltaPlus``, and ``cudaOccSMemPerBlock``, which adds the
+  driver's ``reservedSharedMemPerBlock`` (1 KB) on cc >= 8.
+* The H200 row agrees with the sample capture: nsys ``TARGET_INFO_GPU`` and ncu's
+  ``device__attribute_*`` in ``sample_traces/h200_smallcnn`` (132 SMs, 64 warps,
+  32 blocks, 233472 B shared memory per SM, 232448 B opt-in, 1024 B reserved).
+
+``ref_sm_count`` is the SM count of one well-known part of that architecture, used
+only when a trace does not say how many SMs it had (the view marks such rows).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+KB = 1024
+
+#: Column -> (arrow type, meaning).  Units are in the names.
+COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+    "compute_major": (pa.int32(), "compute capability major"),
+    "compute_minor": (pa.int32(), "compute capability minor"),
+    "arch_name": (pa.string(), "architecture"),
+    "ref_part": (pa.string(), "reference part whose SM count is ref_sm_count"),
+    "ref_sm_count": (pa.int32(), "SMs of the reference part (fallback for a trace without sm_count)"),
+    "warp_size": (pa.int32(), "threads per warp"),
+    "max_threads_per_sm": (pa.int32(), "resident threads per SM"),
+    "max_warps_per_sm": (pa.int32(), "resident warps per SM"),
+    "max_blocks_per_sm": (pa.int32(), "resident blocks per SM"),
+    "max_threads_per_block": (pa.int32(), "threads per block"),
+    "max_registers_per_sm": (pa.int32(), "32-bit registers per SM"),
+    "max_registers_per_block": (pa.int32(), "32-bit registers per block"),
+    "max_registers_per_thread": (pa.int32(), "registers a thread may use"),
+    "register_alloc_unit": (pa.int32(), "registers are allocated per warp in multiples of this"),
+    "register_alloc_granularity": (pa.string(), "'warp': allocation is per warp"),
+    "sub_partitions_per_sm": (pa.int32(), "SM sub-partitions; the register file is split among them"),
+    "max_shared_mem_per_sm_bytes": (pa.int64(), "largest shared-memory carveout per SM"),
+    "max_shared_mem_per_block_bytes": (pa.int64(), "per-block limit without opt-in"),
+    "max_shared_mem_per_block_optin_bytes": (pa.int64(), "per-block limit with opt-in"),
+    "reserved_shared_mem_per_block_bytes": (pa.int64(), "shared memory the driver reserves per block"),
+    "shared_mem_alloc_unit_bytes": (pa.int64(), "shared memory per block is rounded up to this"),
+    "shared_mem_carveouts_bytes": (pa.list_(pa.int64()), "shared-memory sizes an SM can be configured to"),
+}
+
+_V100_CARVEOUTS = [0, 8, 16, 32, 64, 96]
+_A100_CARVEOUTS = [0, 8, 16, 32, 64, 100, 132, 164]
+_GA10X_CARVEOUTS = [0, 8, 16, 32, 64, 100]
+_H100_CARVEOUTS = [0, 8, 16, 32, 64, 100, 132, 164, 196, 228]
+
+
+def _row(
+    cc: tuple[int, int],
+    arch: str,
+    part: str,
+    sms: int,
+    warps: int,
+    blocks: int,
+    smem_kb: int,
+    optin_kb: int,
+    reserved: int,
+    smem_unit: int,
+    carveouts_kb: list[int],
+) -> dict[str, object]:
+    return {
+        "compute_major": cc[0],
+        "compute_minor": cc[1],
+        "arch_name": arch,
+        "ref_part": part,
+        "ref_sm_count": sms,
+        "warp_size": 32,
+        "max_threads_per_sm": warps * 32,
+        "max_warps_per_sm": warps,
+        "max_blocks_per_sm": blocks,
+        "max_threads_per_block": 1024,
+        "max_registers_per_sm": 64 * KB,
+        "max_registers_per_block": 64 * KB,
+        "max_registers_per_thread": 255,
+        "register_alloc_unit": 256,
+        "register_alloc_granularity": "warp",
+        "sub_partitions_per_sm": 4,
+        "max_shared_mem_per_sm_bytes": smem_kb * KB,
+        "max_shared_mem_per_block_bytes": 48 * KB,
+        "max_shared_mem_per_block_optin_bytes": optin_kb * KB,
+        "reserved_shared_mem_per_block_bytes": reserved,
+        "shared_mem_alloc_unit_bytes": smem_unit,
+        "shared_mem_carveouts_bytes": [c * KB for c in carveouts_kb],
+    }
+
+
+#: One row per compute capability.  (cc, arch, reference part, its SMs, warps/SM, blocks/SM,
+#: shared KB/SM, opt-in KB/block, reserved B/block, shared alloc unit B, carveouts KB)
+ARCH_ROWS: list[dict[str, object]] = [
+    _row((7, 0), "Volta", "Tesla V100", 80, 64, 32, 96, 96, 0, 256, _V100_CARVEOUTS),
+    _row((7, 5), "Turing", "Tesla T4", 40, 32, 16, 64, 64, 0, 256, [32, 64]),
+    _row((8, 0), "Ampere", "A100", 108, 64, 32, 164, 163, KB, 128, _A100_CARVEOUTS),
+    _row((8, 6), "Ampere", "GeForce RTX 3090", 82, 48, 16, 100, 99, KB, 128, _GA10X_CARVEOUTS),
+    _row((8, 7), "Ampere", "Jetson AGX Orin", 16, 48, 16, 164, 163, KB, 128, _A100_CARVEOUTS),
+    _row((8, 9), "Ada", "GeForce RTX 4090", 128, 48, 24, 100, 99, KB, 128, _GA10X_CARVEOUTS),
+    _row((9, 0), "Hopper", "H100 SXM5 / H200", 132, 64, 32, 228, 227, KB, 128, _H100_CARVEOUTS),
+]
+
+ARCH_LIMITS = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
+
+
+def arch_limits_table() -> pa.Table:
+    """The table registered as view ``arch_limits`` (see ``PY_TABLES``)."""
+    return pa.Table.from_pylist(ARCH_ROWS, schema=ARCH_LIMITS)

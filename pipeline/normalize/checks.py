@@ -1,0 +1,46 @@
+"""Checks every normalizer's output gets before it is committed: usable-but-odd data becomes counted warnings.
+
+One place for all formats, run with DuckDB over the staged Parquet, so a nsys trace and a chrome trace
+with the same defect get the same warning.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from pipeline.store import TraceWriter
+
+#: (tables needed, SQL returning one count, warning text with {n}).
+CHECKS: list[tuple[tuple[str, ...], str, str]] = [
+    (
+        ("kernels",),
+        "SELECT count(*) FROM kernels WHERE end_ns < start_ns",
+        "{n} kernels end before they start (kept; their durations are negative)",
+    ),
+    (
+        ("kernels", "api_calls"),
+        "SELECT count(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM api_calls a "
+        "WHERE a.correlation_id = k.correlation_id AND a.pid IS NOT DISTINCT FROM k.pid)",
+        "{n} kernels match no launching API call by correlation id (they count as outside every layer)",
+    ),
+    (
+        ("nvtx_ranges",),
+        "SELECT count(*) FROM nvtx_ranges WHERE end_ns < start_ns",
+        "{n} NVTX ranges end before they start",
+    ),
+]
+
+
+def staged_warnings(writer: TraceWriter) -> list[str]:
+    con = duckdb.connect()
+    for table in writer.rows:
+        path = writer.staged_file(table)
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{path}')")
+    out = []
+    for tables, sql, text in CHECKS:
+        if all(writer.rows.get(t, 0) > 0 for t in tables):
+            n = con.execute(sql).fetchone()[0]
+            if n:
+                out.append(text.format(n=n))
+    con.close()
+    return out

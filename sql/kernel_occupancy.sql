@@ -1,0 +1,94 @@
+-- kernel_occupancy: theoretical occupancy of every kernel, computed the way cuda_occupancy.h
+-- (cudaOccMaxActiveBlocksPerMultiprocessor) does, from the launch and the device limits.
+-- Inputs:  kernel_geometry, device_limits
+-- Output:  trace_id, kernel_id, device_id, name, blocks, threads_per_block, warps_per_block, sm_count,
+--          max_warps_per_sm, registers_per_thread,
+--          registers_per_thread_allocated (= ncu launch__registers_per_thread_allocated), regs_per_warp_allocated,
+--          regs_per_block_allocated (registers), smem_per_block_allocated_bytes (static + dynamic + driver reserve,
+--          rounded up to the allocation unit = ncu launch__shared_mem_per_block_allocated),
+--          limit_blocks, limit_warps, limit_registers, limit_shared_mem (resident blocks per SM each resource allows;
+--          2147483647 = no limit, as cudaOccupancy's INT_MAX, for a kernel using no registers / shared memory),
+--          resident_blocks_per_sm (min of the four), limiter (first of the tied limits in the order
+--          warps, registers, shared_mem, blocks), limiters (all tied, comma-separated),
+--          active_warps_per_sm, active_threads_per_sm, theoretical_occupancy_pct (active warps / max warps * 100),
+--          est_carveout_bytes (smallest configurable shared-memory carveout holding the resident blocks)
+-- Model (per SM):
+--   warps:     max_warps_per_sm // warps_per_block   (0 when threads_per_block > max_threads_per_block)
+--   registers: regs/warp = ceil(regs * warp_size / 256) * 256; the register file is split over 4 sub-partitions,
+--              so warps = (regs_per_sm / 4 // regs/warp) * 4, blocks = warps // warps_per_block; 0 when the block
+--              exceeds max_registers_per_block (also rounded to whole sub-partitions, the hardware check) or
+--              regs > max_registers_per_thread
+--   shared:    alloc = ceil((static + dynamic + reserved) / unit) * unit; blocks = smem_per_sm // alloc, where
+--              smem_per_sm is the full carveout (cudaOccupancy's default-preference assumption; traces do not record
+--              the carveout the driver picked); 0 when alloc exceeds the per-block limit (opt-in limit once the
+--              kernel asks for more than the default: a kernel that ran above 48 KB had opted in)
+--   blocks:    max_blocks_per_sm
+-- The driver may configure a smaller carveout (ncu launch__shared_mem_config_size), which lowers ncu's
+-- launch__occupancy_limit_shared_mem but, by construction, never below the resident blocks: the occupancy and
+-- limiter agree with ncu, only limit_shared_mem can read higher than ncu's.  Any unknown input gives NULL.
+WITH x AS (
+    SELECT g.trace_id, g.kernel_id, g.device_id, g.name, g.blocks, g.threads_per_block, g.warps_per_block,
+           g.registers_per_thread, g.smem_per_block_bytes, g.static_smem_bytes, g.dynamic_smem_bytes,
+           d.sm_count, d.warp_size, d.max_warps_per_sm, d.max_blocks_per_sm, d.max_threads_per_sm,
+           d.max_threads_per_block, d.max_registers_per_sm, d.max_registers_per_block, d.max_registers_per_thread,
+           d.register_alloc_unit, d.sub_partitions_per_sm, d.max_shared_mem_per_sm_bytes,
+           d.max_shared_mem_per_block_bytes, d.max_shared_mem_per_block_optin_bytes,
+           d.reserved_shared_mem_per_block_bytes, d.shared_mem_alloc_unit_bytes, d.shared_mem_carveouts_bytes,
+           ((g.registers_per_thread * d.warp_size + d.register_alloc_unit - 1) // d.register_alloc_unit)
+               * d.register_alloc_unit AS regs_per_warp_allocated,
+           ((coalesce(g.static_smem_bytes, 0) + coalesce(g.dynamic_smem_bytes, 0) + d.reserved_shared_mem_per_block_bytes
+             + d.shared_mem_alloc_unit_bytes - 1) // d.shared_mem_alloc_unit_bytes) * d.shared_mem_alloc_unit_bytes
+               AS smem_per_block_allocated_bytes
+    FROM kernel_geometry g
+    LEFT JOIN device_limits d ON d.trace_id = g.trace_id AND d.device_id = g.device_id
+),
+lim AS (
+    SELECT *,
+           regs_per_warp_allocated * warps_per_block AS regs_per_block_allocated,
+           max_blocks_per_sm AS limit_blocks,
+           CASE WHEN threads_per_block > max_threads_per_block THEN 0
+                ELSE max_warps_per_sm // warps_per_block END AS limit_warps,
+           CASE WHEN registers_per_thread > max_registers_per_thread
+                  OR regs_per_warp_allocated * warps_per_block > max_registers_per_block
+                  OR regs_per_warp_allocated
+                     * (((warps_per_block + sub_partitions_per_sm - 1) // sub_partitions_per_sm) * sub_partitions_per_sm)
+                     > max_registers_per_block THEN 0
+                WHEN regs_per_warp_allocated = 0 THEN 2147483647
+                ELSE ((max_registers_per_sm // sub_partitions_per_sm) // regs_per_warp_allocated)
+                     * sub_partitions_per_sm // warps_per_block END AS limit_registers,
+           CASE WHEN smem_per_block_allocated_bytes
+                     > CASE WHEN smem_per_block_allocated_bytes
+                                 > max_shared_mem_per_block_bytes + reserved_shared_mem_per_block_bytes
+                            THEN max_shared_mem_per_block_optin_bytes
+                            ELSE max_shared_mem_per_block_bytes END + reserved_shared_mem_per_block_bytes THEN 0
+                WHEN smem_per_block_allocated_bytes = 0 THEN 2147483647
+                ELSE max_shared_mem_per_sm_bytes // smem_per_block_allocated_bytes END AS limit_shared_mem
+    FROM x
+),
+res AS (
+    SELECT *,
+           CASE WHEN limit_blocks IS NULL OR limit_warps IS NULL OR limit_registers IS NULL
+                  OR limit_shared_mem IS NULL THEN NULL
+                ELSE least(limit_blocks, limit_warps, limit_registers, limit_shared_mem) END AS resident_blocks_per_sm
+    FROM lim
+)
+SELECT trace_id, kernel_id, device_id, name, blocks, threads_per_block, warps_per_block, sm_count, max_warps_per_sm,
+       registers_per_thread, regs_per_warp_allocated // warp_size AS registers_per_thread_allocated,
+       regs_per_warp_allocated, regs_per_block_allocated, smem_per_block_allocated_bytes,
+       limit_blocks, limit_warps, limit_registers, limit_shared_mem, resident_blocks_per_sm,
+       split_part(limiters, ',', 1) AS limiter, limiters,
+       resident_blocks_per_sm * warps_per_block AS active_warps_per_sm,
+       resident_blocks_per_sm * threads_per_block AS active_threads_per_sm,
+       100.0 * resident_blocks_per_sm * warps_per_block / max_warps_per_sm AS theoretical_occupancy_pct,
+       list_min(list_filter(shared_mem_carveouts_bytes,
+                            lambda c: c >= resident_blocks_per_sm * smem_per_block_allocated_bytes))
+           AS est_carveout_bytes
+FROM (
+    SELECT *,
+           nullif(concat_ws(',',
+               CASE WHEN limit_warps = resident_blocks_per_sm THEN 'warps' END,
+               CASE WHEN limit_registers = resident_blocks_per_sm THEN 'registers' END,
+               CASE WHEN limit_shared_mem = resident_blocks_per_sm THEN 'shared_mem' END,
+               CASE WHEN limit_blocks = resident_blocks_per_sm THEN 'blocks' END), '') AS limiters
+    FROM res
+)

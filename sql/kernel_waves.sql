@@ -1,0 +1,49 @@
+-- kernel_waves: how many waves of resident blocks each kernel needs, how full its last wave is, and the
+-- closed-form per-SM block split that kernel_sm_load / layer_sm_load expand.
+-- Inputs:  kernel_occupancy, kernel_geometry (duration), device_limits (max_threads_per_sm)
+-- Output:  trace_id, kernel_id, device_id, name, duration_ns (ns), blocks, threads_per_block, warps_per_block,
+--          sm_count, resident_blocks_per_sm,
+--          waves_per_sm       blocks / (sm_count * resident_blocks_per_sm)  (= ncu launch__waves_per_multiprocessor)
+--          waves              ceil of that: dispatch rounds of a full GPU
+--          tail_wave_blocks   blocks in the last wave; tail_wave_utilization = tail_wave_blocks / (sm_count * resident)
+--          wave_efficiency    blocks / (waves * sm_count * resident): mean fill of the slots over all waves
+--          blocks_per_sm      blocks / sm_count (= PyTorch profiler `blocks per SM`)
+--          warps_per_sm       blocks_per_sm * threads_per_block / warp_size (= profiler `warps per SM`)
+--          est_achieved_occupancy_pct  100 * min(blocks_per_sm, resident) * threads_per_block / max_threads_per_sm
+--                             (= profiler `est. achieved occupancy %`, which rounds it to an integer)
+--          full_blocks_per_sm (blocks // sm_count), extra_block_sms (blocks % sm_count): under round-robin dispatch
+--                             SM ids 0 .. extra_block_sms-1 get full_blocks_per_sm + 1 blocks, the rest full_blocks_per_sm
+--          max_blocks_on_sm   ceil(blocks / sm_count); sm_waves_max = ceil(max_blocks_on_sm / resident): rounds the
+--                             busiest SM runs
+--          block_time_ns      duration_ns / sm_waves_max: the model's time of one round of resident blocks (the
+--                             busiest SM sets the kernel's duration; every block is assumed equally long)
+-- Estimated, not measured: the dispatch order and equal block times. A resident count of 0 or NULL (the model
+-- says the launch cannot fit, or a limit is unknown) counts as 1 for the per-SM time split.
+WITH w AS (
+    SELECT o.trace_id, o.kernel_id, o.device_id, o.name, g.duration_ns, o.blocks, o.threads_per_block,
+           o.warps_per_block, o.sm_count, o.resident_blocks_per_sm, g.warp_size, d.max_threads_per_sm,
+           o.sm_count::BIGINT * o.resident_blocks_per_sm AS slots,
+           greatest(coalesce(o.resident_blocks_per_sm, 1), 1) AS r
+    FROM kernel_occupancy o
+    JOIN kernel_geometry g USING (trace_id, kernel_id)
+    LEFT JOIN device_limits d ON d.trace_id = o.trace_id AND d.device_id = o.device_id
+)
+SELECT trace_id, kernel_id, device_id, name, duration_ns, blocks, threads_per_block, warps_per_block, sm_count,
+       resident_blocks_per_sm,
+       blocks / nullif(slots, 0) AS waves_per_sm,
+       (blocks + slots - 1) // nullif(slots, 0) AS waves,
+       blocks - ((blocks + slots - 1) // nullif(slots, 0) - 1) * slots AS tail_wave_blocks,
+       (blocks - ((blocks + slots - 1) // nullif(slots, 0) - 1) * slots) / nullif(slots, 0) AS tail_wave_utilization,
+       blocks / nullif(((blocks + slots - 1) // nullif(slots, 0)) * slots, 0) AS wave_efficiency,
+       blocks / sm_count AS blocks_per_sm,
+       blocks / sm_count * threads_per_block / warp_size AS warps_per_sm,
+       100.0 * least(blocks / sm_count, resident_blocks_per_sm) * threads_per_block / max_threads_per_sm
+           AS est_achieved_occupancy_pct,
+       blocks // sm_count AS full_blocks_per_sm,
+       blocks % sm_count AS extra_block_sms,
+       (blocks + sm_count - 1) // sm_count AS max_blocks_on_sm,
+       ((blocks + sm_count - 1) // sm_count + r - 1) // r AS sm_waves_max,
+       duration_ns / nullif(((blocks + sm_count - 1) // sm_count + r - 1) // r, 0) AS block_time_ns,
+       r AS dispatch_resident_blocks
+FROM w
+WHERE blocks > 0 AND sm_count > 0

@@ -1,0 +1,34 @@
+-- layer_timeline: one row per range instance: its CPU span and the GPU span of the kernels it launched.
+-- Inputs:  nvtx_paths, nvtx_ranges (parent_id), kernel_layers
+-- Output:  trace_id, range_id, path, layer, depth, pid, tid,
+--          cpu_start_ns, cpu_end_ns, cpu_duration_ns (CPU clock, ns),
+--          kernels (launched inside it, its sub-ranges included), gpu_start_ns, gpu_end_ns (GPU clock, ns),
+--          gpu_span_ns (first kernel start to last kernel end), gpu_busy_ns (sum of kernel durations),
+--          launch_latency_mean_ns, launch_latency_max_ns (kernel start minus launch call start, ns)
+-- A range's kernels include those of the ranges nested in it (a `step` spans all its layers), found by
+-- walking each innermost range up its parents once per nesting level.
+WITH RECURSIVE up AS (
+    SELECT trace_id, range_id AS ancestor_id, range_id FROM nvtx_ranges
+    UNION ALL
+    SELECT up.trace_id, r.parent_id, up.range_id
+    FROM up JOIN nvtx_ranges r ON r.trace_id = up.trace_id AND r.range_id = up.ancestor_id
+    WHERE r.parent_id IS NOT NULL
+),
+per_range AS (
+    SELECT up.trace_id, up.ancestor_id AS range_id, count(*) AS kernels,
+           min(k.start_ns) AS gpu_start_ns, max(k.end_ns) AS gpu_end_ns,
+           CAST(sum(k.duration_ns) AS BIGINT) AS gpu_busy_ns,
+           avg(k.start_ns - k.launch_start_ns) AS launch_latency_mean_ns,
+           max(k.start_ns - k.launch_start_ns) AS launch_latency_max_ns
+    FROM kernel_layers k
+    JOIN up ON up.trace_id = k.trace_id AND up.range_id = k.range_id
+    GROUP BY ALL
+)
+SELECT p.trace_id, p.range_id, p.path, p.text AS layer, p.depth, p.pid, p.tid,
+       p.start_ns AS cpu_start_ns, p.end_ns AS cpu_end_ns, p.duration_ns AS cpu_duration_ns,
+       coalesce(r.kernels, 0) AS kernels, r.gpu_start_ns, r.gpu_end_ns,
+       r.gpu_end_ns - r.gpu_start_ns AS gpu_span_ns, r.gpu_busy_ns,
+       r.launch_latency_mean_ns, r.launch_latency_max_ns
+FROM nvtx_paths p
+LEFT JOIN per_range r USING (trace_id, range_id)
+ORDER BY p.trace_id, p.start_ns, p.depth

@@ -1,0 +1,37 @@
+-- ncu_kernel_match: each Nsight Compute launch paired with the trace kernel it measured.
+-- Inputs: ncu_kernels (ncu CSV traces) and kernels (nsys / chrome traces of the same program).
+-- An ncu capture and a timeline capture are separate runs, so they share no ids or timestamps; a launch is
+-- matched by what both record: the kernel's function name, its grid and block, and its position among the
+-- launches with that same (function, grid, block) in launch order (ncu ID; kernels: correlation id, then
+-- start). Full names cannot be compared: ncu and nsys demangle templates differently ("1024" vs "(int)1024",
+-- "at::<unnamed>::" vs "at::native::<unnamed>::"), so the key is the function name alone: the last
+-- identifier before the template/argument list, namespaces and a leading "void " dropped.
+-- Every (ncu trace, kernels trace) pair is tried; filter on ncu_trace_id/trace_id for the pair you mean.
+-- Output, one row per matched pair: ncu_trace_id, trace_id, launch_id (ncu ID), kernel_id (kernels row),
+-- name (ncu's demangled name), func (the matching key), grid and block ('x,y,z' strings, threads/blocks),
+-- launch_order (0-based position among same-key launches).
+WITH ncu AS (
+    SELECT trace_id AS ncu_trace_id, launch_id, name,
+           regexp_extract(regexp_replace(name, '^void\s+', ''),
+                          '^(?:(?:[A-Za-z_][A-Za-z0-9_]*|<unnamed>|\(anonymous namespace\))::)*([A-Za-z_][A-Za-z0-9_]*)', 1) AS func,
+           concat_ws(',', grid_x, grid_y, grid_z) AS grid, concat_ws(',', block_x, block_y, block_z) AS block
+    FROM ncu_kernels
+), ncu_ordered AS (
+    SELECT *, row_number() OVER (PARTITION BY ncu_trace_id, func, grid, block ORDER BY launch_id) - 1 AS launch_order
+    FROM ncu
+), trace AS (
+    SELECT trace_id, kernel_id,
+           regexp_extract(regexp_replace(name, '^void\s+', ''),
+                          '^(?:(?:[A-Za-z_][A-Za-z0-9_]*|<unnamed>|\(anonymous namespace\))::)*([A-Za-z_][A-Za-z0-9_]*)', 1) AS func,
+           concat_ws(',', grid_x, grid_y, grid_z) AS grid, concat_ws(',', block_x, block_y, block_z) AS block,
+           correlation_id, start_ns
+    FROM kernels
+), trace_ordered AS (
+    SELECT *, row_number() OVER (PARTITION BY trace_id, func, grid, block
+                                 ORDER BY correlation_id, start_ns, kernel_id) - 1 AS launch_order
+    FROM trace
+)
+SELECT n.ncu_trace_id, t.trace_id, n.launch_id, t.kernel_id, n.name, n.func, n.grid, n.block, n.launch_order
+FROM ncu_ordered n
+JOIN trace_ordered t USING (func, grid, block, launch_order)
+ORDER BY n.ncu_trace_id, t.trace_id, n.launch_id

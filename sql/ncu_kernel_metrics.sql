@@ -1,0 +1,92 @@
+-- ncu_kernel_metrics: one wide row per Nsight Compute launch with the metrics analysis uses most.
+-- Input: ncu_metrics (long, base units) + ncu_kernels. Raw-page metric names are used where the trace has
+-- them (section IS NULL); a details-page trace falls back to the section's display names where one exists.
+-- Columns (units): trace_id, launch_id, name;
+--   duration_ns (gpu__time_duration.sum), sm_throughput_pct (sm__throughput.avg.pct_of_peak_sustained_elapsed),
+--   achieved_occupancy_pct (sm__warps_active.avg.pct_of_peak_sustained_active),
+--   theoretical_occupancy_pct (sm__maximum_warps_per_active_cycle_pct),
+--   limit_blocks/limit_registers/limit_shared_mem/limit_warps/limit_barriers: blocks per SM each resource
+--   allows (launch__occupancy_limit_*); occupancy_limiter: the resource(s) with the smallest limit, ties
+--   joined by '+' in that column order;
+--   waves_per_sm (launch__waves_per_multiprocessor), registers_per_thread (launch__registers_per_thread);
+--   ffma_inst, fadd_inst, fmul_inst, hfma_inst, dfma_inst: thread instructions executed, predicated on
+--   (smsp__sass_thread_inst_executed_op_<op>_pred_on.sum; null when not collected: ncu's default sections
+--   do not collect them); fma_inst = ffma + hfma + dfma of those collected (an HFMA2 counts once);
+--   tensor_inst (sm__inst_executed_pipe_tensor.sum, warp instructions);
+--   tensor_macs: sum of the collected sm__ops_path_tensor_src_<type>[_dst_<type>].sum counters / 2 (ncu counts
+--   a MAC as two ops: a 512x256x128 gemm reports 33,554,432; measured in sample_traces/h200_ncu_units);
+--   per source type a parent counter (src_fp16) wins over its dst_ split; null when none was collected, and
+--   only as complete as the source types collected;
+--   macs = fma_inst + tensor_macs (null when neither was collected).
+WITH m AS (
+    SELECT trace_id, launch_id, metric, section, value FROM ncu_metrics WHERE value IS NOT NULL AND rule IS NULL
+), wide AS (
+    SELECT trace_id, launch_id,
+        coalesce(max(value) FILTER (WHERE metric = 'gpu__time_duration.sum'),
+                 max(value) FILTER (WHERE section = 'GPU Speed Of Light Throughput' AND metric = 'Duration')) AS duration_ns,
+        coalesce(max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed'),
+                 max(value) FILTER (WHERE section = 'GPU Speed Of Light Throughput' AND metric = 'Compute (SM) Throughput')) AS sm_throughput_pct,
+        coalesce(max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active'),
+                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Achieved Occupancy')) AS achieved_occupancy_pct,
+        coalesce(max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct'),
+                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Theoretical Occupancy')) AS theoretical_occupancy_pct,
+        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks'),
+                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit SM')) AS limit_blocks,
+        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers'),
+                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Registers')) AS limit_registers,
+        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem'),
+                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Shared Mem')) AS limit_shared_mem,
+        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps'),
+                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Warps')) AS limit_warps,
+        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_barriers'),
+                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Barriers')) AS limit_barriers,
+        coalesce(max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor'),
+                 max(value) FILTER (WHERE section = 'Launch Statistics' AND metric = 'Waves Per SM')) AS waves_per_sm,
+        coalesce(max(value) FILTER (WHERE metric = 'launch__registers_per_thread'),
+                 max(value) FILTER (WHERE section = 'Launch Statistics' AND metric = 'Registers Per Thread')) AS registers_per_thread,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum') AS ffma_inst,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum') AS fadd_inst,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum') AS fmul_inst,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum') AS hfma_inst,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum') AS dfma_inst,
+        max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_tensor.sum') AS tensor_inst
+    FROM m GROUP BY trace_id, launch_id
+), tensor_ops AS (
+    -- sm__ops_path_tensor_src_<src>[_dst_<dst>].sum; the op_* and sparsity_* splits would count twice.
+    SELECT trace_id, launch_id, metric, value,
+           regexp_extract(metric, '^sm__ops_path_tensor_src_([a-z0-9]+)', 1) AS src,
+           metric NOT LIKE '%\_dst\_%' ESCAPE '\' AS is_parent
+    FROM m
+    WHERE regexp_matches(metric, '^sm__ops_path_tensor_src_[a-z0-9]+(_dst_[a-z0-9]+)?\.sum$')
+), tensor_by_src AS (
+    SELECT trace_id, launch_id, src,
+           coalesce(max(value) FILTER (WHERE is_parent), sum(value) FILTER (WHERE NOT is_parent)) AS ops
+    FROM tensor_ops GROUP BY ALL
+), tensor AS (
+    SELECT trace_id, launch_id, sum(ops) / 2 AS tensor_macs FROM tensor_by_src GROUP BY ALL
+), limits AS (
+    SELECT *,
+        least(limit_blocks, limit_registers, limit_shared_mem, limit_warps, limit_barriers) AS limit_min
+    FROM wide
+)
+SELECT k.trace_id, k.launch_id, k.name,
+       l.duration_ns, l.sm_throughput_pct, l.achieved_occupancy_pct, l.theoretical_occupancy_pct,
+       l.limit_blocks, l.limit_registers, l.limit_shared_mem, l.limit_warps, l.limit_barriers,
+       nullif(concat_ws('+',
+           CASE WHEN l.limit_blocks = l.limit_min THEN 'blocks' END,
+           CASE WHEN l.limit_registers = l.limit_min THEN 'registers' END,
+           CASE WHEN l.limit_shared_mem = l.limit_min THEN 'shared_mem' END,
+           CASE WHEN l.limit_warps = l.limit_min THEN 'warps' END,
+           CASE WHEN l.limit_barriers = l.limit_min THEN 'barriers' END), '') AS occupancy_limiter,
+       l.waves_per_sm, l.registers_per_thread,
+       l.ffma_inst, l.fadd_inst, l.fmul_inst, l.hfma_inst, l.dfma_inst,
+       CASE WHEN coalesce(l.ffma_inst, l.hfma_inst, l.dfma_inst) IS NOT NULL
+            THEN coalesce(l.ffma_inst, 0) + coalesce(l.hfma_inst, 0) + coalesce(l.dfma_inst, 0) END AS fma_inst,
+       l.tensor_inst, t.tensor_macs,
+       CASE WHEN coalesce(l.ffma_inst, l.hfma_inst, l.dfma_inst, t.tensor_macs) IS NOT NULL
+            THEN coalesce(l.ffma_inst, 0) + coalesce(l.hfma_inst, 0) + coalesce(l.dfma_inst, 0)
+                 + coalesce(t.tensor_macs, 0) END AS macs
+FROM ncu_kernels k
+LEFT JOIN limits l USING (trace_id, launch_id)
+LEFT JOIN tensor t USING (trace_id, launch_id)
+ORDER BY k.trace_id, k.launch_id

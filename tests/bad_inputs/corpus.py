@@ -1,0 +1,143 @@
+"""The bad-input corpus: each case derived from a real sample by one documented defect.
+
+Cases are built on demand (the sqlite ones would add megabytes to the repo), deterministically, so
+every run tests the same bytes. ``python -m tests.bad_inputs.corpus DIR`` writes them all to DIR for
+trying by hand (``tracepipe normalize DIR``).
+
+Each case says what must happen: ``error`` -> normalize raises BadInputError whose message contains the
+text (the CLI prints it on one line and exits 2); ``warning`` -> normalize succeeds and a counted warning
+containing the text is recorded in trace_meta.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import sqlite3
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALLCNN = ROOT / "sample_traces" / "h200_smallcnn"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # file name written; its extension is part of the case
+    make: Callable[[Path], None]
+    error: str | None = None
+    warning: str | None = None
+
+
+def _nsys(dest: Path) -> None:
+    with gzip.open(SMALLCNN / "nsys.sqlite.gz", "rb") as f, open(dest, "wb") as g:
+        shutil.copyfileobj(f, g)
+
+
+def _nsys_sql(script: str) -> Callable[[Path], None]:
+    def make(dest: Path) -> None:
+        _nsys(dest)
+        db = sqlite3.connect(dest)
+        db.executescript(script)
+        db.commit()
+        db.close()
+
+    return make
+
+
+def _cut(make: Callable[[Path], None], fraction: float) -> Callable[[Path], None]:
+    def cut(dest: Path) -> None:
+        make(dest)
+        data = dest.read_bytes()
+        dest.write_bytes(data[: int(len(data) * fraction)])
+
+    return cut
+
+
+def _flip(make: Callable[[Path], None], offset: int, n: int = 64) -> Callable[[Path], None]:
+    def flip(dest: Path) -> None:
+        make(dest)
+        data = bytearray(dest.read_bytes())
+        for i in range(offset, offset + n):
+            data[i] ^= 0xFF
+        dest.write_bytes(bytes(data))
+
+    return flip
+
+
+def _gzip_cut(make: Callable[[Path], None], fraction: float) -> Callable[[Path], None]:
+    def gz(dest: Path) -> None:
+        plain = dest.with_suffix("")
+        make(plain)
+        blob = gzip.compress(plain.read_bytes())
+        plain.unlink()
+        dest.write_bytes(blob[: int(len(blob) * fraction)])
+
+    return gz
+
+
+def _bytes(data: bytes) -> Callable[[Path], None]:
+    return lambda dest: dest.write_bytes(data)
+
+
+NSYS_CASES = [
+    Case("nsys_truncated_10pct.sqlite", _cut(_nsys, 0.10), error="SQLite file truncated"),
+    Case("nsys_truncated_50pct.sqlite", _cut(_nsys, 0.50), error="SQLite file truncated"),
+    Case("nsys_truncated_95pct.sqlite", _cut(_nsys, 0.95), error="SQLite file truncated"),
+    Case("nsys_truncated_header.sqlite", _cut(_nsys, 50 / 405504), error="header is cut short"),
+    Case("nsys_flipped_magic.sqlite", _flip(_nsys, 0, 8), error="content is none of the known formats"),
+    Case("nsys_flipped_page.sqlite", _flip(_nsys, 122880), error="database disk image is malformed"),
+    Case("nsys_empty.sqlite", _bytes(b""), error="file is empty"),
+    Case("nsys_is_json.sqlite", _bytes(b'{"traceEvents": []}'), error="content looks like a JSON chrome trace"),
+    Case("nsys_gzip_cut.sqlite.gz", _gzip_cut(_nsys, 0.5), error="gzip stream ends early"),
+    Case(
+        "nsys_no_kernel_table.sqlite",
+        _nsys_sql("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL;"),
+        error="no CUPTI_ACTIVITY_KIND_KERNEL table",
+    ),
+    Case("nsys_no_stringids.sqlite", _nsys_sql("DROP TABLE StringIds;"), error="StringIds table is missing"),
+    Case(
+        "nsys_kernel_without_start.sqlite",
+        _nsys_sql("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN start TO begin_ts;"),
+        error="lacks required column(s) start",
+    ),
+    # The capture stopped inside two ranges: nsys stores them with a NULL end (pushes without pops).
+    Case(
+        "nsys_unended_ranges.sqlite",
+        _nsys_sql(
+            'UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid IN (SELECT rowid FROM NVTX_EVENTS '
+            "WHERE text = 'fc' LIMIT 2);"
+        ),
+        warning="2 NVTX ranges never ended",
+    ),
+    Case(
+        "nsys_orphan_kernels.sqlite",
+        _nsys_sql(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = correlationId + 10000000 "
+            "WHERE rowid IN (SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 3);"
+        ),
+        warning="3 kernels match no launching API call",
+    ),
+    Case(
+        "nsys_negative_duration.sqlite",
+        _nsys_sql('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 5 WHERE rowid = 1;'),
+        warning="1 kernels end before they start",
+    ),
+]
+
+CASES: list[Case] = [*NSYS_CASES]
+
+
+def build(case: Case, folder: Path) -> Path:
+    path = folder / case.name
+    case.make(path)
+    return path
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "bad_inputs")
+    out.mkdir(parents=True, exist_ok=True)
+    for c in CASES:
+        print(build(c, out), "->", c.error or f"warning: {c.warning}")

@@ -1,0 +1,71 @@
+"""A deliberately simple reference for NVTX attribution: nested loops, no SQL, no cleverness.
+
+Used to check the SQL views on real traces and on random ones (hypothesis). It states nsys's projection
+rule directly: a kernel belongs to the ranges on its launching thread that enclose the launch call's start
+(closed interval); the innermost is the one that started last (on a tie, the one nested deeper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Range:
+    range_id: int
+    kind: str
+    pid: int
+    tid: int
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Call:
+    correlation_id: int
+    pid: int
+    tid: int
+    start: int
+
+
+@dataclass(frozen=True)
+class Kernel:
+    kernel_id: int
+    correlation_id: int
+    pid: int
+
+
+def _contains(outer: Range, inner: Range) -> bool:
+    return outer is not inner and outer.start <= inner.start and inner.end <= outer.end
+
+
+def innermost(kernels: list[Kernel], calls: list[Call], ranges: list[Range]) -> dict[int, int | None]:
+    launch = {}
+    for c in sorted(calls, key=lambda c: c.start, reverse=True):
+        launch[(c.pid, c.correlation_id)] = c  # the earliest call with that id wins
+    out: dict[int, int | None] = {}
+    for k in kernels:
+        c = launch.get((k.pid, k.correlation_id))
+        if c is None:
+            out[k.kernel_id] = None
+            continue
+        enclosing = [r for r in ranges if r.pid == c.pid and r.tid == c.tid and r.start <= c.start <= r.end]
+        pushed = [r for r in enclosing if r.kind == "push_pop"]
+        pool = pushed or [r for r in enclosing if r.kind == "start_end"]
+        if not pool:
+            out[k.kernel_id] = None
+            continue
+        depth = {r.range_id: sum(_contains(o, r) for o in pushed) for r in pool}
+        out[k.kernel_id] = max(pool, key=lambda r: (r.start, depth[r.range_id])).range_id
+    return out
+
+
+def path_of(range_id: int, ranges: list[Range]) -> str:
+    """Texts of the push/pop ranges on the same thread that contain the range, outermost first."""
+    r = next(x for x in ranges if x.range_id == range_id)
+    if r.kind != "push_pop":
+        return r.text
+    chain = [o for o in ranges if o.kind == "push_pop" and o.pid == r.pid and o.tid == r.tid and _contains(o, r)]
+    chain.sort(key=lambda o: (o.start, -o.end))
+    return "/".join([o.text for o in chain] + [r.text])

@@ -1,0 +1,196 @@
+"""Kernel -> NVTX layer attribution (sql/kernel_layers.sql and the rollups built on it)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pipeline.analyze import connect
+from pipeline.store import TraceWriter
+from tests.reference import Call, Kernel, Range, innermost, path_of
+
+
+def test_small_cnn_innermost_counts(nsys_out: Path) -> None:
+    con = connect(nsys_out)
+    counts = dict(con.sql("SELECT layer, count(*) FROM kernel_layers GROUP BY layer").fetchall())
+    assert counts == {"conv1": 8, "conv2": 8, "relu": 8, "pool": 4, "fc": 4, None: 1}
+    assert con.sql("SELECT kernels FROM layer_summary WHERE path = 'step/conv1'").fetchall() == [(2,)]
+    assert con.execute("SELECT sum(kernels) FROM layer_summary").fetchone()[0] == 33
+
+
+def test_small_cnn_matches_reference_on_the_raw_sqlite(nsys_out: Path, nsys_sqlite: Path) -> None:
+    """Independent: the nsys projection rule applied by the reference to the sqlite's own tables."""
+    raw = sqlite3.connect(nsys_sqlite)
+    g = "globalTid"
+    calls = [
+        Call(c, (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s)
+        for c, t, s in raw.execute(f"SELECT correlationId, {g}, start FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    ]
+    ranges = [
+        Range(i, "push_pop", (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s, e, x)
+        for i, (t, s, e, x) in enumerate(
+            raw.execute(f'SELECT {g}, start, "end", text FROM NVTX_EVENTS WHERE eventType = 59')
+        )
+    ]
+    kernels = [
+        Kernel(c, c, (p >> 24) & 0xFFFFFF)
+        for c, p in raw.execute("SELECT correlationId, globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    ]
+    ref = innermost(kernels, calls, ranges)
+    expected = {c: (path_of(r, ranges) if r is not None else None) for c, r in ref.items()}
+    got = dict(connect(nsys_out).sql("SELECT correlation_id, path FROM kernel_layers").fetchall())
+    assert got == expected
+
+
+def test_layer_summary_times_add_up(nsys_out: Path, nsys_sqlite: Path) -> None:
+    con = connect(nsys_out)
+    raw = sqlite3.connect(nsys_sqlite)
+    total = raw.execute('SELECT sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]
+    assert con.execute("SELECT sum(gpu_time_ns), round(sum(share_pct), 6) FROM layer_summary").fetchone() == (
+        total,
+        100,
+    )
+    # conv1 ran 4 times (3 warm-up + 1 in step), 2 kernels each: implicit_convolve_sgemm + bias elementwise.
+    row = con.execute(
+        "SELECT calls, kernels, launches_per_call, distinct_kernels FROM layer_name_summary WHERE layer = 'conv1'"
+    ).fetchone()
+    assert row == (4, 8, 2.0, 2)
+
+
+def test_layer_timeline_step_spans_its_children(nsys_out: Path, nsys_sqlite: Path) -> None:
+    con = connect(nsys_out)
+    raw = sqlite3.connect(nsys_sqlite)
+    s, e = raw.execute("SELECT start, \"end\" FROM NVTX_EVENTS WHERE text = 'step'").fetchone()
+    # Independent: kernels whose launch call falls inside the step range, from the raw tables.
+    kstart, kend, n = raw.execute(
+        'SELECT min(k.start), max(k."end"), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k '
+        "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId) WHERE r.start BETWEEN ? AND ?",
+        (s, e),
+    ).fetchone()
+    row = con.execute(
+        "SELECT cpu_start_ns, cpu_end_ns, kernels, gpu_start_ns, gpu_end_ns FROM layer_timeline WHERE layer = 'step'"
+    ).fetchone()
+    assert row == (s, e, n, kstart, kend) and n == 8
+
+
+# --- hand-made edge cases -----------------------------------------------------------------------------------
+
+
+def write_trace(out: Path, trace_id: str, kernels: list[dict], calls: list[dict], ranges: list[dict]) -> None:
+    from pipeline.normalize.nesting import with_nesting
+
+    with TraceWriter(out, trace_id) as w:
+        w.write(
+            "kernels",
+            pa.Table.from_pylist(
+                [
+                    {
+                        "kernel_id": i,
+                        "start_ns": 10_000 + i,
+                        "end_ns": 10_001 + i,
+                        "duration_ns": 1,
+                        "name": f"k{i}",
+                        **k,
+                    }
+                    for i, k in enumerate(kernels)
+                ]
+            ),
+        )
+        w.write(
+            "api_calls",
+            pa.Table.from_pylist(
+                [
+                    {"call_id": i, "kind": "runtime", "name": "cudaLaunchKernel", "end_ns": c["start_ns"] + 1, **c}
+                    for i, c in enumerate(calls)
+                ]
+            ),
+        )
+        rows = [{"range_id": i, "kind": "push_pop", "source": "nvtx", **r} for i, r in enumerate(ranges)]
+        if rows:
+            w.write("nvtx_ranges", with_nesting(pa.Table.from_pylist(rows)))
+        w.write("trace_meta", pa.Table.from_pylist([{"source_format": "test"}]))
+        w.commit()
+
+
+def layers(out: Path) -> dict[int, tuple]:
+    rows = connect(out).sql("SELECT kernel_id, layer, path, depth FROM kernel_layers").fetchall()
+    return {k: (layer, path, d) for k, layer, path, d in rows}
+
+
+def R(text: str, start: int, end: int, tid: int = 1, pid: int = 100, **kw: object) -> dict:
+    return {"text": text, "start_ns": start, "end_ns": end, "pid": pid, "tid": tid, "end_tid": tid, **kw}
+
+
+def L(corr: int, start: int, tid: int = 1, pid: int = 100) -> dict:
+    return {"correlation_id": corr, "start_ns": start, "pid": pid, "tid": tid}
+
+
+def K(corr: int, pid: int = 100) -> dict:
+    return {"correlation_id": corr, "pid": pid}
+
+
+def test_nested_ranges_pick_innermost_after_a_child_closed(tmp_path: Path) -> None:
+    # step [0,100] > block [10,60] > conv [20,30]; a launch at 40 is back in `block`, at 80 in `step`.
+    ranges = [R("step", 0, 100), R("block", 10, 60), R("conv", 20, 30)]
+    calls = [L(1, 25), L(2, 40), L(3, 80), L(4, 150), L(5, 20), L(6, 30)]
+    write_trace(tmp_path, "t", [K(c) for c in range(1, 7)], calls, ranges)
+    assert layers(tmp_path) == {
+        0: ("conv", "step/block/conv", 2),
+        1: ("block", "step/block", 1),
+        2: ("step", "step", 0),
+        3: (None, None, None),
+        4: ("conv", "step/block/conv", 2),
+        5: ("conv", "step/block/conv", 2),
+    }
+
+
+def test_threads_and_processes_do_not_mix(tmp_path: Path) -> None:
+    # Same times on two threads and another process: each launch sees only its own thread's ranges.
+    ranges = [R("a", 0, 100, tid=1), R("b", 0, 100, tid=2), R("c", 0, 100, tid=1, pid=200)]
+    calls = [L(1, 50, tid=1), L(2, 50, tid=2), L(1, 50, tid=1, pid=200), L(3, 50, tid=3)]
+    write_trace(tmp_path, "t", [K(1), K(2), K(1, pid=200), K(3)], calls, ranges)
+    got = layers(tmp_path)
+    assert [got[i][0] for i in range(4)] == ["a", "b", "c", None]
+
+
+def test_kernel_time_does_not_matter_only_the_launch(tmp_path: Path) -> None:
+    # The kernel runs (GPU clock 10_000+) long after `fwd` ended; it still belongs to `fwd`.
+    write_trace(tmp_path, "t", [K(1)], [L(1, 5)], [R("fwd", 0, 10)])
+    assert layers(tmp_path)[0][0] == "fwd"
+
+
+def test_cuda_graph_launch_gives_all_its_kernels_the_layer(tmp_path: Path) -> None:
+    ranges = [R("graph_step", 0, 100)]
+    write_trace(tmp_path, "t", [K(7), K(7), K(7), K(8)], [L(7, 50), L(8, 200)], ranges)
+    got = layers(tmp_path)
+    assert [got[i][0] for i in range(4)] == ["graph_step"] * 3 + [None]
+    con = connect(tmp_path)
+    assert con.execute(
+        "SELECT calls, kernels, launches_per_call FROM layer_summary WHERE layer = 'graph_step'"
+    ).fetchone() == (1, 3, 3.0)
+
+
+def test_start_end_range_ending_on_another_thread(tmp_path: Path) -> None:
+    # A start/end range started on thread 1 and ended on thread 2 lives on thread 1 (where it started).
+    ranges = [R("epoch", 0, 1000, tid=1, kind="start_end", end_tid=2), R("fwd", 100, 200, tid=1)]
+    calls = [L(1, 150, tid=1), L(2, 500, tid=1), L(3, 500, tid=2)]
+    write_trace(tmp_path, "t", [K(1), K(2), K(3)], calls, ranges)
+    got = layers(tmp_path)
+    assert got[0][0] == "fwd"  # push/pop is more specific
+    assert got[1] == ("epoch", "epoch", 0)
+    assert got[2][0] is None
+
+
+def test_kernel_without_a_matching_launch_is_counted_outside(tmp_path: Path) -> None:
+    write_trace(tmp_path, "t", [K(1), K(99)], [L(1, 5)], [R("fwd", 0, 10)])
+    con = connect(tmp_path)
+    assert dict(con.sql("SELECT coalesce(layer, '-'), kernels FROM layer_summary").fetchall()) == {"fwd": 1, "-": 1}
+
+
+@pytest.mark.parametrize("launch", [0, 10])
+def test_launch_on_a_range_boundary_is_inside(tmp_path: Path, launch: int) -> None:
+    write_trace(tmp_path, "t", [K(1)], [L(1, launch)], [R("fwd", 0, 10)])
+    assert layers(tmp_path)[0][0] == "fwd"

@@ -1,0 +1,87 @@
+"""The tracepipe command line: batch normalize, incremental re-runs, analyze outputs, read-only sql."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tests.conftest import SMALLCNN
+
+TP = [sys.executable, "-m", "pipeline.cli"]
+
+
+def tp(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run([*TP, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, check=False)
+
+
+def test_help_teaches_every_command() -> None:
+    r = tp("--help")
+    assert r.returncode == 0
+    for cmd in ("normalize", "analyze", "sql"):
+        assert cmd in r.stdout
+        sub = tp(cmd, "--help")
+        assert sub.returncode == 0 and "Example" in sub.stdout, cmd
+
+
+def test_batch_continues_past_a_bad_file_and_reruns_only_it(tmp_path: Path) -> None:
+    traces, out = tmp_path / "traces", tmp_path / "out"
+    (traces / "good").mkdir(parents=True)
+    (traces / "bad").mkdir()
+    shutil.copy(SMALLCNN / "nsys.sqlite.gz", traces / "good" / "nsys.sqlite.gz")
+    data = (SMALLCNN / "nsys.sqlite.gz").read_bytes()
+    (traces / "bad" / "nsys.sqlite.gz").write_bytes(data[: len(data) // 3])
+
+    r = tp("normalize", traces, "--out", out, "--json")
+    assert r.returncode == 2
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert {x["path"].split("/")[-2]: ("error" in x) for x in lines} == {"good": False, "bad": True}
+    assert "bad/nsys.sqlite.gz" in r.stderr and "gzip stream ends early" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert pq.read_table(next((out / "kernels").glob("trace_id=good.nsys/*.parquet"))).num_rows == 33
+    assert not list(out.glob("*/trace_id=bad.nsys"))
+
+    shutil.copy(SMALLCNN / "nsys.sqlite.gz", traces / "bad" / "nsys.sqlite.gz")
+    r = tp("normalize", traces, "--out", out, "--json")
+    assert r.returncode == 0, r.stderr
+    status = {json.loads(x)["trace_id"]: json.loads(x)["skipped"] for x in r.stdout.splitlines()}
+    assert status == {"good.nsys": True, "bad.nsys": False}
+
+
+def test_analyze_writes_parquet_and_csv(nsys_out: Path, tmp_path: Path) -> None:
+    r = tp("analyze", nsys_out, "--out", tmp_path, "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows["kernel_layers"] == 33 and rows["layer_timeline"] == 25
+    assert pq.read_table(tmp_path / "layer_summary.parquet").num_rows == rows["layer_summary"]
+    assert (tmp_path / "layer_summary.csv").read_text().splitlines()[0].startswith("trace_id,path,layer")
+    assert not list(tmp_path.glob(".*tmp*"))
+    assert "kernel_sm_load" not in rows and not (tmp_path / "kernel_sm_load.parquet").exists()  # on request only
+    r = tp("analyze", nsys_out, "--out", tmp_path, "--view", "kernel_sm_load", "--json")
+    assert json.loads(r.stdout) == {"kernel_sm_load": 33 * 132}
+
+
+def test_sql_formats_and_read_only(nsys_out: Path, tmp_path: Path) -> None:
+    r = tp("sql", nsys_out, "SELECT layer, count(*) AS n FROM kernel_layers GROUP BY 1 ORDER BY 1", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:3] == ['"layer","n"', '"conv1",8', '"conv2",8']
+    r = tp("sql", nsys_out, "SELECT count(*) AS n FROM kernels", "--format", "json")
+    assert json.loads(r.stdout) == {"n": 33}
+    target = next((nsys_out / "kernels").glob("*/*.parquet"))
+    before = target.read_bytes()
+    r = tp("sql", nsys_out, f"COPY (SELECT 1 AS x) TO '{target}' (FORMAT parquet)")
+    assert r.returncode == 2 and "file system operations are disabled" in r.stderr
+    r = tp("sql", nsys_out, "SET enable_external_access = true")
+    assert r.returncode == 2
+    assert target.read_bytes() == before
+
+
+def test_sql_on_a_folder_that_is_not_normalized(tmp_path: Path) -> None:
+    r = tp("sql", tmp_path, "SELECT 1")
+    assert r.returncode == 2 and "not a normalized folder" in r.stderr
