@@ -45,6 +45,7 @@ NCU_METRICS = (
     "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
     "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
     "sm__inst_executed_pipe_tensor.sum",
+    "sm__ops_path_tensor_src_fp16.sum",  # what ncu 2025.3 lists on H200 (no dst_ split)
     "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
     "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
     "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
