@@ -292,8 +292,11 @@ def run() -> None:
         sys.exit(EXIT_FAILED)
 
 
-from pipeline.report.cli import report  # noqa: E402 - defined beside its package, registered here
+# Stages defined in their own packages, registered here (imports stay lazy inside each command).
+from pipeline.capture.cli import capture  # noqa: E402
+from pipeline.report.cli import report  # noqa: E402
 
+main.add_command(capture)
 main.add_command(report)
 
 if __name__ == "__main__":

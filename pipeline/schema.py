@@ -215,6 +215,28 @@ NCU_METRICS = _schema(
     ("rule_description", s),
 )
 
+#: One row per module call of one forward pass, from the capture's ``layer_shapes.json``:
+#: shapes and analytic MACs beside each range, keyed by the range text (``layer``) and call index.
+LAYER_SHAPES = _schema(
+    ("capture_id", s),
+    ("layer", s),
+    ("call_index", i32),
+    ("call_seq", i32),
+    ("depth", i32),
+    ("parent", s),
+    ("parent_call_index", i32),
+    ("module_type", s),
+    ("input_shapes", s),
+    ("input_dtypes", s),
+    ("output_shapes", s),
+    ("output_dtypes", s),
+    ("macs", i64),
+    ("macs_inclusive", i64),
+    ("macs_complete", pa.bool_()),
+    ("params", i64),
+    ("root_name", s),
+)
+
 #: Every table a normalizer may write, by name.  A trace writes the tables its
 #: source has; analysis treats an absent table as empty.
 TABLES: dict[str, pa.Schema] = {
@@ -229,6 +251,7 @@ TABLES: dict[str, pa.Schema] = {
     "trace_meta": TRACE_META,
     "ncu_kernels": NCU_KERNELS,
     "ncu_metrics": NCU_METRICS,
+    "layer_shapes": LAYER_SHAPES,
 }
 
 

@@ -56,3 +56,33 @@ def test_cli_prints_one_line_per_bad_file_and_exits_2(tmp_path: Path) -> None:
     for case in ERRORS:
         line = next(x for x in r.stderr.splitlines() if case.name in x and "error:" in x)
         assert case.error in line or case.error in r.stderr
+
+
+def _tables(out: Path, skip: tuple[str, ...] = ("trace_meta",)) -> dict[str, list]:
+    return {p.parts[-3]: pq.read_table(p).to_pylist() for p in out.rglob("*.parquet") if p.parts[-3] not in skip}
+
+
+def test_events_out_of_order_give_the_same_tables(tmp_path: Path) -> None:
+    """Chrome traces are not sorted by time (Kineto appends per buffer): order in the file must not matter."""
+    import gzip
+
+    from tests.conftest import SMALLCNN
+
+    trace = json.loads(gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()))
+    forward, backward = tmp_path / "a" / "t.json", tmp_path / "b" / "t.json"
+    forward.parent.mkdir()
+    backward.parent.mkdir()
+    forward.write_text(json.dumps(trace))
+    trace["traceEvents"].reverse()
+    backward.write_text(json.dumps(trace))
+    normalize_file(forward, tmp_path / "o1", trace_id="t")
+    normalize_file(backward, tmp_path / "o2", trace_id="t")
+    assert _tables(tmp_path / "o1") == _tables(tmp_path / "o2")
+
+
+def test_extra_ncu_column_is_kept_as_a_metric(tmp_path: Path) -> None:
+    case = next(c for c in CASES if c.name == "ncu_extra_column.csv")
+    normalize_file(build(case, tmp_path), tmp_path / "out")
+    rows = _tables(tmp_path / "out")["ncu_metrics"]
+    extra = [r for r in rows if r["metric"] == "extra__metric"]
+    assert len(extra) == 33 and {r["value"] for r in extra} == {7.0}

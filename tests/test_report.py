@@ -78,9 +78,8 @@ def test_report_on_the_sample(analysis: Path, nsys_sqlite: Path, tmp_path: Path)
     for png in rep.pngs:
         check_png(png)
         assert f"base64,{__import__('base64').b64encode(png.read_bytes()).decode()}" in html  # embedded
-    # optional views absent from this branch's analysis: said so, not drawn, no crash
-    assert "not available (view layer_sm_load missing)" in html
-    assert "not available (view layer_macs missing)" in html
+    # an optional view with nothing for this trace (no capture-side layer shapes): said so, not drawn
+    assert "not available (no layer shapes were captured for this trace" in html
     assert not list(tmp_path.glob(".*tmp*"))
 
     raw = sqlite3.connect(nsys_sqlite)
@@ -119,9 +118,11 @@ def test_sm_heatmap_and_macs_from_independent_views(analysis: Path, nsys_sqlite:
     # MACs per call: conv = N*Cout*H*W*Cin*k*k on 8x3x64x64 input, padding 1; fc = N*in*out
     per_call = {"conv1": 8 * 16 * 64 * 64 * 3 * 9, "conv2": 8 * 32 * 64 * 64 * 16 * 9, "fc": 8 * 32 * 10}
     trace_id = kl["trace_id"][0]
-    macs = [(trace_id, p, 3 * m) for p, m in per_call.items()]  # 3 warm-up calls
-    macs += [(trace_id, f"step/{p}", m) for p, m in per_call.items()]  # 1 in step
-    pl.DataFrame(macs, schema=["trace_id", "path", "macs"], orient="row").write_parquet(folder / "layer_macs.parquet")
+    # layer_macs' shape: per module and forward (each of these modules runs once per forward).
+    macs = [(trace_id, layer, 1, m, None) for layer, m in per_call.items()]
+    pl.DataFrame(
+        macs, schema=["trace_id", "layer", "calls_per_forward", "analytic_macs", "measured_macs"], orient="row"
+    ).write_parquet(folder / "layer_macs.parquet")
     pl.DataFrame({"trace_id": [trace_id], "kernel_id": [1], "occupancy": [50.0]}).write_parquet(
         folder / "kernel_occupancy.parquet"
     )

@@ -30,18 +30,25 @@ NORMALIZERS: dict[str, str] = {
     "nsys-rep": "pipeline.normalize.nsys:normalize_rep",
     "chrome-trace": "pipeline.normalize.chrome:normalize_chrome",
     "ncu-csv": "pipeline.normalize.ncu:normalize_ncu",
+    "layer-shapes": "pipeline.normalize.layers:normalize_layers",
 }
 
 
 #: What a file's name promises, checked against what its content is.
 _BY_NAME = {".sqlite": "nsys-sqlite", ".json": "chrome-trace", ".csv": "ncu-csv"}
 _WHAT = {"nsys-sqlite": "an SQLite database", "chrome-trace": "a JSON chrome trace", "ncu-csv": "an ncu CSV"}
+_WHAT["layer-shapes"] = "a tracepipe layer_shapes file"
+#: Content formats that keep a name's promise of another (a capture's layer_shapes.json is JSON too).
+_ALSO = {"layer-shapes": "chrome-trace"}
 
 
 def _by_content(first: bytes) -> str | None:
     if first.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
-    if first.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
+    text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # tracepipe capture's side file: its first key
+        return "layer-shapes"
+    if text[:1] in (b"{", b"["):
         return "chrome-trace"
     if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first:
         return "ncu-csv"
@@ -62,7 +69,7 @@ def detect_format(path: Path) -> str:
         raise BadInputError(path, "file is empty (after decompression)")
     found = _by_content(first)
     promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
-    if promised and found != promised:
+    if promised and found != promised and _ALSO.get(found) != promised:
         content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"
         raise BadInputError(path, f"named like {_WHAT[promised]} but {content}")
     if found is None:

@@ -179,6 +179,10 @@ class _TraceBuilder:
 
         img = self._png("layer_time", layer_bars(self.by_name, self.by_path, self.colours, self.trace), "GPU time")
         macs = self.v.unavailable.get("macs")
+        if macs is None and (
+            "macs" not in self.by_path.columns or self.by_path["macs"].null_count() == self.by_path.height
+        ):
+            macs = "not available (no layer shapes were captured for this trace: see tracepipe capture)"
         self.rep.sections["macs"] = macs or "drawn"
         self.parts.append(
             "<h3>GPU time per layer</h3>"

@@ -72,11 +72,12 @@ OPTIONAL: dict[str, Optional] = {
         "layer_macs",
         {
             "trace_id": ("trace_id",),
-            "path": ("path", "layer"),
-            "macs": ("macs", "est_macs", "estimated_macs", "theoretical_macs"),
-            "measured_macs": ("measured_macs", "macs_measured", "ncu_macs"),
+            "layer": ("layer",),
+            "calls_per_forward": ("calls_per_forward",),
+            "macs": ("analytic_macs", "macs"),
+            "measured_macs": ("measured_macs",),
         },
-        ("trace_id", "path", "macs"),
+        ("trace_id", "layer", "calls_per_forward", "macs"),
     ),
 }
 

@@ -38,15 +38,21 @@ def layers_by_path(v: Views, trace: str) -> pl.DataFrame:
     )
     macs = v.optional.get("macs")
     if macs is not None:
-        m = (
-            macs.filter(pl.col("trace_id") == trace)
-            .with_columns(_label("path"))
-            .group_by("path")
-            .agg(pl.col(c).sum() for c in macs.columns if c in ("macs", "measured_macs"))
+        # layer_macs is per module and forward; a path row holds `calls` calls of its innermost module.
+        per_call = macs.filter(pl.col("trace_id") == trace).select(
+            "layer",
+            (pl.col("macs") / pl.col("calls_per_forward")).alias("_macs_per_call"),
+            (pl.col("measured_macs") / pl.col("calls_per_forward")).alias("_measured_per_call"),
         )
-        df = df.join(m, on="path", how="left").with_columns(
+        df = (
+            df.join(per_call, on="layer", how="left")
+            .with_columns(
+                (pl.col("_macs_per_call") * pl.col("calls")).alias("macs"),
+                (pl.col("_measured_per_call") * pl.col("calls")).alias("measured_macs"),
+            )
+            .drop("_macs_per_call", "_measured_per_call")
             # MAC per ns is GMAC/s; x1e9 gives MAC/s
-            (pl.col("macs") / pl.col("gpu_time_ns") * 1e9).alias("macs_per_s")
+            .with_columns((pl.col("macs") / pl.col("gpu_time_ns") * 1e9).alias("macs_per_s"))
         )
     return df
 

@@ -127,7 +127,80 @@ NSYS_CASES = [
     ),
 ]
 
-CASES: list[Case] = [*NSYS_CASES]
+
+def _chrome_text() -> str:
+    return gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()).decode()
+
+
+def _chrome(edit: Callable[[str], str] = lambda s: s) -> Callable[[Path], None]:
+    return lambda dest: dest.write_text(edit(_chrome_text()))
+
+
+def _ncu(edit: Callable[[list[str], int], list[str]]) -> Callable[[Path], None]:
+    def make(dest: Path) -> None:
+        lines = (SMALLCNN / "ncu_raw.csv").read_text().splitlines(keepends=True)
+        header = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+        dest.write_text("".join(edit(lines, header)))
+
+    return make
+
+
+def _add_column(lines: list[str], header: int) -> list[str]:
+    return lines[:header] + [
+        line.rstrip("\n") + (',"extra__metric"\n' if i == 0 else ',"7"\n') for i, line in enumerate(lines[header:])
+    ]
+
+
+_FIRST_KERNEL = '"ts": 5357790672405.161, "dur": 7.136'
+
+CHROME_CASES = [
+    Case("chrome_truncated_50pct.json", _chrome(lambda s: s[: len(s) // 2]), error="JSON ends early"),
+    Case("chrome_truncated_99pct.json", _chrome(lambda s: s[: int(len(s) * 0.99)]), error="JSON ends early"),
+    Case("chrome_gzip_cut.json.gz", _gzip_cut(_chrome(), 0.6), error="gzip stream ends early"),
+    Case("chrome_not_a_trace.json", _bytes(b'{"schemaVersion": 1, "events": []}'), error="no traceEvents array"),
+    Case("chrome_events_not_a_list.json", _bytes(b'{"traceEvents": 5}'), error="got `int`"),
+    Case("chrome_empty.json", _bytes(b""), error="file is empty"),
+    Case("chrome_is_csv.json", _bytes(b'"ID","Process ID"\n"0","1"\n'), error="content looks like an ncu CSV"),
+    Case("chrome_nan.json", _chrome(lambda s: s.replace('"dur": 7.136', '"dur": NaN', 1)), error="malformed"),
+    Case(
+        "chrome_huge_float.json", _chrome(lambda s: s.replace('"dur": 7.136', '"dur": 1e400', 1)), error="out of range"
+    ),
+    Case(
+        "chrome_huge_int.json",
+        _chrome(lambda s: s.replace('"correlation": 12,', '"correlation": 123456789012345678901234567890,', 1)),
+        error="out of range",
+    ),
+    Case(
+        "chrome_kernel_without_ts.json",
+        _chrome(lambda s: s.replace(_FIRST_KERNEL, '"dur": 7.136', 1)),
+        warning="skipped 1 kernel events without ts",
+    ),
+]
+
+NCU_CASES = [
+    Case(
+        "ncu_truncated.csv",
+        _ncu(lambda lines, h: [*lines[:-1], lines[-1][: len(lines[-1]) // 2]]),
+        error="cut off inside a quoted cell",
+    ),
+    Case(
+        "ncu_missing_column.csv",
+        _ncu(lambda lines, h: [*lines[:h], lines[h].replace('"Grid Size",', "", 1), *lines[h + 1 :]]),
+        error="wrong number of cells",
+    ),
+    Case("ncu_other_tool.csv", _bytes(b"name,value\nfoo,1\n"), error="content is none of the known formats"),
+    Case("ncu_empty.csv", _bytes(b""), error="file is empty"),
+    # Profiler chatter and program output between the rows: skipped and counted, the rows all kept.
+    Case(
+        "ncu_chatter_between_rows.csv",
+        _ncu(lambda lines, h: [*lines[: h + 5], "==PROF== Disconnected\n", "epoch 1 ok\n", *lines[h + 5 :]]),
+        warning="skipped 6 non-CSV lines",
+    ),
+    # An extra column is one more metric: kept as such (ncu adds columns with every --metrics).
+    Case("ncu_extra_column.csv", _ncu(_add_column), warning="skipped 4 non-CSV lines"),
+]
+
+CASES: list[Case] = [*NSYS_CASES, *CHROME_CASES, *NCU_CASES]
 
 
 def build(case: Case, folder: Path) -> Path:

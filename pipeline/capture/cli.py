@@ -1,0 +1,427 @@
+"""``tracepipe capture nsys|ncu|torch|all``: run a model (or a script) under each profiler, into one folder.
+
+Each subcommand starts ``python -m pipeline.capture.runner`` under the tool, so
+the profiled process is a fresh one, and writes into ``--out``::
+
+    layer_shapes.json   per module call: shapes, dtypes, analytic MACs (normalizes to layer_shapes)
+    nsys.nsys-rep       nsys report (nsys), and nsys.sqlite[.gz] exported from it
+    torch_trace.json.gz PyTorch profiler chrome trace (torch)
+    ncu.ncu-rep         ncu report, and ncu_raw.csv / ncu_details.csv imported from it (ncu)
+    manifest.json       GPU, driver, CUDA, torch and tool versions, command, model, shapes, step results
+
+Only the ``torch`` import happens in the child, so this module imports on any box.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipeline.capture.manifest import build_manifest, write_manifest
+from pipeline.capture.runner import LAYER_FILE
+
+#: The same sections as the committed H200 sample (ncu's ``basic`` set) ...
+NCU_SECTIONS = ("LaunchStats", "Occupancy", "SpeedOfLight", "WorkloadDistribution")
+#: ... plus instruction counters for measured MACs: FP32/FP16/FP64 FMA, add, mul (per thread,
+#: predicated on) and the tensor-pipe op counters by source type.  Names ncu does not know are dropped.
+NCU_METRICS = (
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
+    "sm__inst_executed_pipe_tensor.sum",
+    "sm__ops_path_tensor_src_fp16.sum",  # what ncu 2025.3 lists on H200 (no dst_ split)
+    "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+    "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+    "sm__ops_path_tensor_src_fp64.sum",
+)
+LIBDW = "libdw.so.1"
+LIBDW_HINT = (
+    "nsys's importer (QdstrmImporter) needs libdw.so.1, which this host lacks: unpack Debian's libdw1 and "
+    "libelf1 packages with `dpkg -x libdw1_*.deb D; dpkg -x libelf1_*.deb D` and pass "
+    "--lib-dir D/usr/lib/x86_64-linux-gnu (or put it on LD_LIBRARY_PATH), then capture again"
+)
+
+
+class CaptureError(click.ClickException):
+    """A capture step that could not be done (tool missing, tool failed): exit 1 with one line."""
+
+
+@dataclass
+class Job:
+    """Everything one capture needs; built from the command line."""
+
+    out: Path
+    model: str | None
+    factory_kwargs: str
+    input_shapes: tuple[str, ...]
+    device: str
+    dtype: str
+    warmup: int
+    iters: int
+    root_name: str
+    step_name: str
+    depth: int | None
+    script: tuple[str, ...]
+    lib_dir: Path | None
+    gzip_sqlite: bool
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    tools: dict[str, str | None] = field(default_factory=dict)
+
+    def runner_argv(self, mode: str, iters: int | None = None) -> list[str]:
+        argv = [sys.executable, "-m", "pipeline.capture.runner", "--mode", mode, "--out", str(self.out)]
+        argv += ["--root-name", self.root_name, "--step-name", self.step_name, "--capture-id", self.out.name]
+        if self.depth is not None:
+            argv += ["--depth", str(self.depth)]
+        if self.script:
+            return [*argv, "--", *user_script(self.script)]
+        argv += ["--model", str(self.model), "--device", self.device, "--dtype", self.dtype]
+        argv += ["--warmup", str(self.warmup), "--iters", str(iters if iters is not None else self.iters)]
+        if self.factory_kwargs:
+            argv += ["--factory-kwargs", self.factory_kwargs]
+        for s in self.input_shapes:
+            argv += ["--input-shape", s]
+        return argv
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])  # the folder holding `pipeline/`
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.lib_dir is not None:
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                p for p in (str(self.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p
+            )
+        return env
+
+
+def user_script(cmd: tuple[str, ...]) -> list[str]:
+    """``python script.py args`` -> ``script.py args`` (the runner is the python that runs it)."""
+    if cmd and re.fullmatch(r"(.*/)?python[0-9.]*", cmd[0]):
+        cmd = cmd[1:]
+    if not cmd or not cmd[0].endswith(".py"):
+        raise click.UsageError("after -- give `python script.py [args]` (only Python scripts can be annotated)")
+    return list(cmd)
+
+
+def has_library(name: str, env: dict[str, str]) -> bool:
+    """Whether the dynamic loader would find ``name``: LD_LIBRARY_PATH first, then the ldconfig cache."""
+    for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if d and (Path(d) / name).exists():
+            return True
+    try:
+        cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        cache = ""
+    if name in cache:
+        return True
+    return any((Path(d) / name).exists() for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"))
+
+
+def find_tool(name: str) -> str | None:
+    if name == "nsys":
+        try:
+            from pipeline.normalize.nsys import find_nsys  # one rule for where nsys lives
+        except ImportError:  # the GPU host may lack the normalizer's deps (adbc); same search, inline
+            find_nsys = None
+        if find_nsys is not None:
+            return find_nsys()
+    found = shutil.which(name)
+    if found:
+        return found
+    pattern = "**/target-linux-x64/nsys" if name == "nsys" else f"**/{name}"
+    for root in (Path("/opt/nvidia"), Path("/usr/local/cuda")):
+        for cand in sorted(root.glob(pattern), reverse=True) if root.is_dir() else []:
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
+    return None
+
+
+def find_importer(nsys: str) -> str | None:
+    """QdstrmImporter beside nsys (``.../target-linux-x64/nsys`` -> ``.../host-linux-x64/QdstrmImporter``)."""
+    base = Path(nsys).resolve().parent
+    for cand in (base / "QdstrmImporter", *sorted(base.parent.glob("*/QdstrmImporter"))):
+        if cand.is_file():
+            return str(cand)
+    return None
+
+
+def run_step(job: Job, name: str, argv: list[str], outputs: list[Path], stdout: Path | None = None) -> bool:
+    """Run one command, record it in the manifest's steps; True when it succeeded and wrote ``outputs``."""
+    click.echo(f"[capture] {name}: {shlex.join(argv)}", err=True)
+    t0 = time.monotonic()
+    with open(stdout, "w") if stdout else open(os.devnull, "w") as sink:
+        proc = subprocess.run(
+            argv, env=job.env(), stdout=sink if stdout else None, stderr=subprocess.PIPE, text=True, check=False
+        )
+    sys.stderr.write(proc.stderr[-4000:])
+    ok = proc.returncode == 0 and all(p.exists() for p in outputs)
+    job.steps.append(
+        {
+            "step": name,
+            "command": argv,
+            "returncode": proc.returncode,
+            "seconds": round(time.monotonic() - t0, 2),
+            "outputs": [p.name for p in outputs if p.exists()],
+            "ok": ok,
+            "stderr_tail": proc.stderr.strip().splitlines()[-5:],
+        }
+    )
+    return ok
+
+
+def gzip_file(path: Path) -> Path:
+    dest = path.with_name(path.name + ".gz")
+    with open(path, "rb") as f, gzip.open(dest, "wb", compresslevel=9) as g:
+        shutil.copyfileobj(f, g, 1 << 20)
+    path.unlink()
+    return dest
+
+
+def capture_shapes(job: Job) -> None:
+    if job.script:
+        return  # a user script's layers are recorded only in its ranges (see docs/capture.md)
+    if not run_step(job, "shapes", job.runner_argv("shapes"), [job.out / LAYER_FILE]):
+        raise CaptureError("the shape pass failed: see the traceback above")
+
+
+def capture_nsys(job: Job) -> None:
+    nsys = job.tools.setdefault("nsys", find_tool("nsys"))
+    if nsys is None:
+        raise CaptureError("nsys not found on PATH nor under /opt/nvidia (Nsight Systems or Nsight Compute install)")
+    if not has_library(LIBDW, job.env()):
+        click.echo(f"[capture] warning: {LIBDW_HINT}", err=True)
+    rep = job.out / "nsys.nsys-rep"
+    for stale in (rep, job.out / "nsys.qdstrm", job.out / "nsys.sqlite", job.out / "nsys.sqlite.gz"):
+        stale.unlink(missing_ok=True)
+    argv = [nsys, "profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none"]
+    if not job.script:  # a user script marks its own window, if at all: record all of it
+        argv += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    argv += ["--force-overwrite=true", "-o", str(job.out / "nsys"), *job.runner_argv("nsys")]
+    run_step(job, "nsys profile", argv, [])
+    qdstrm = job.out / "nsys.qdstrm"
+    if not rep.exists() and qdstrm.exists():
+        importer = find_importer(nsys)
+        if importer is None or not has_library(LIBDW, job.env()):
+            raise CaptureError(f"nsys wrote {qdstrm} but no .nsys-rep: {LIBDW_HINT}")
+        run_step(job, "qdstrm import", [importer, "-i", str(qdstrm)], [rep])
+    if not rep.exists():
+        raise CaptureError(f"nsys made no report in {job.out} (see its output above); {LIBDW_HINT}")
+    sqlite = job.out / "nsys.sqlite"
+    argv = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(rep)]
+    if not run_step(job, "nsys export", argv, [sqlite]):
+        raise CaptureError(f"nsys export of {rep} failed (see above)")
+    if job.gzip_sqlite:
+        gzip_file(sqlite)
+
+
+def ncu_metrics(ncu: str, job: Job) -> list[str]:
+    """The metrics of ``NCU_METRICS`` that this ncu knows on this GPU (an unknown name fails the run)."""
+    proc = subprocess.run(
+        [ncu, "--query-metrics", "--csv"], capture_output=True, text=True, env=job.env(), check=False, timeout=120
+    )
+    if proc.returncode != 0:
+        return list(NCU_METRICS)
+    known = set(re.findall(r'^"?([a-z0-9_]+__[a-z0-9_]+)', proc.stdout, flags=re.M))
+    return [m for m in NCU_METRICS if m.rsplit(".", 1)[0] in known]
+
+
+def capture_ncu(job: Job, launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool) -> None:
+    ncu = job.tools.setdefault("ncu", find_tool("ncu"))
+    if ncu is None:
+        raise CaptureError("ncu not found on PATH nor under /opt/nvidia or /usr/local/cuda/bin")
+    metrics = ncu_metrics(ncu, job)
+    rep = job.out / "ncu.ncu-rep"
+    argv = [ncu, "--clock-control", "none", "--nvtx", "--force-overwrite", "-o", str(job.out / "ncu")]
+    if not job.script:
+        argv += ["--profile-from-start", "off"]
+    for pattern in nvtx_include:
+        argv += ["--nvtx-include", pattern]
+    if launch_count:
+        argv += ["--launch-count", str(launch_count)]
+    for section in NCU_SECTIONS:
+        argv += ["--section", section]
+    if metrics:
+        argv += ["--metrics", ",".join(metrics)]
+    # One measured forward: ncu replays every kernel many times.
+    if not run_step(job, "ncu profile", [*argv, *job.runner_argv("ncu", iters=1)], [rep]):
+        raise CaptureError(f"ncu made no report {rep} (see its output above)")
+    # Importing the report gives CSV without the program's stdout and ==PROF== lines mixed in.
+    for page, name in (("raw", "ncu_raw.csv"), ("details", "ncu_details.csv")):
+        csv = job.out / name
+        ok = run_step(job, f"ncu import {page}", [ncu, "--import", str(rep), "--csv", "--page", page], [], csv)
+        if ok and page == "details":
+            gzip_file(csv)
+    if not keep_rep:
+        rep.unlink(missing_ok=True)
+
+
+def capture_torch(job: Job) -> None:
+    trace = job.out / "torch_trace.json.gz"
+    if job.script:
+        trace = job.out / "torch_trace.json"
+    if not run_step(job, "torch profiler", job.runner_argv("torch"), [trace]):
+        raise CaptureError("the PyTorch profiler run failed (see above)")
+
+
+def finish(job: Job, command: list[str]) -> None:
+    manifest = build_manifest(
+        capture_id=job.out.name,
+        command=command,
+        model=job.model or shlex.join(job.script),
+        factory_kwargs=json.loads(job.factory_kwargs) if job.factory_kwargs else {},
+        input_shapes=[[int(x) for x in s.split(",") if x] for s in job.input_shapes],
+        dtype=job.dtype,
+        warmup=job.warmup,
+        iters=job.iters,
+        root_name=job.root_name,
+        depth=job.depth,
+        tools=job.tools,
+        steps=job.steps,
+    )
+    path = write_manifest(job.out, manifest)
+    click.echo(f"[capture] wrote {path}", err=True)
+
+
+def common(f: Any) -> Any:
+    options = [
+        click.option("--model", "-m", help="MODULE:FACTORY or file.py:FACTORY returning an nn.Module."),
+        click.option("--factory-kwargs", default="", help="JSON keyword arguments, e.g. '{\"d_model\": 512}'."),
+        click.option("--input-shape", "-i", multiple=True, help="Shape of one random input (repeat per input)."),
+        click.option("--out", "-o", type=click.Path(path_type=Path), required=True, help="Capture folder."),
+        click.option("--device", default="cuda", show_default=True),
+        click.option("--dtype", default="float32", show_default=True, help="torch dtype of weights and inputs."),
+        click.option("--warmup", default=3, show_default=True, help="Forwards before the capture window."),
+        click.option("--iters", default=3, show_default=True, help="Measured forwards (ncu always runs 1)."),
+        click.option("--root-name", default="model", show_default=True, help="Range text of the root module."),
+        click.option("--step-name", default="step", show_default=True, help="Range text of one measured forward."),
+        click.option("--depth", type=int, default=None, help="Annotate modules down to this depth (root = 0)."),
+        click.option("--lib-dir", type=click.Path(path_type=Path), help="Prepended to LD_LIBRARY_PATH (libdw)."),
+        click.option("--gzip/--no-gzip", "gzip_sqlite", default=True, show_default=True, help="Gzip nsys.sqlite."),
+        click.argument("script", nargs=-1, type=click.UNPROCESSED),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def ncu_options(f: Any) -> Any:
+    f = click.option("--keep-rep", is_flag=True, help="Keep ncu.ncu-rep (large) beside the CSVs.")(f)
+    f = click.option("--nvtx-include", multiple=True, help="ncu --nvtx-include filter, e.g. 'step/model/layer1/'.")(f)
+    f = click.option("--launch-count", default=200, show_default=True, help="Kernels ncu profiles (0: all).")(f)
+    return f
+
+
+def make_job(kw: dict[str, Any]) -> Job:
+    script = tuple(kw.pop("script"))
+    if not script and not (kw["model"] and kw["input_shape"]):
+        raise click.UsageError("give --model and --input-shape, or -- python script.py")
+    out: Path = kw["out"]
+    out.mkdir(parents=True, exist_ok=True)
+    return Job(
+        out=out.resolve(),
+        model=kw["model"],
+        factory_kwargs=kw["factory_kwargs"],
+        input_shapes=tuple(kw["input_shape"]),
+        device=kw["device"],
+        dtype=kw["dtype"],
+        warmup=kw["warmup"],
+        iters=kw["iters"],
+        root_name=kw["root_name"],
+        step_name=kw["step_name"],
+        depth=kw["depth"],
+        script=script,
+        lib_dir=kw["lib_dir"].resolve() if kw["lib_dir"] else None,
+        gzip_sqlite=kw["gzip_sqlite"],
+    )
+
+
+@click.group()
+def capture() -> None:
+    """Record nsys, ncu and PyTorch traces of a model with one NVTX range per module (GPU host).
+
+    \b
+    Every module call is a range whose text is its qualified name (layer1.0.conv1);
+    the root is --root-name, each measured forward a --step-name range. Warm-up
+    forwards run outside the capture window. Shapes, dtypes and analytic MACs of
+    every call go to layer_shapes.json. See docs/capture.md.
+
+    \b
+    Examples:
+      tracepipe capture all -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture ncu -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/r18 --launch-count 50
+      tracepipe capture nsys -o cap/mine -- python train.py --epochs 1
+    """
+
+
+def _run(kw: dict[str, Any], steps: list[str], ncu_kw: dict[str, Any] | None = None) -> None:
+    job = make_job(kw)
+    failures: list[str] = []
+    for step in ["shapes", *steps]:
+        try:
+            if step == "shapes":
+                capture_shapes(job)
+            elif step == "nsys":
+                capture_nsys(job)
+            elif step == "torch":
+                capture_torch(job)
+            elif step == "ncu":
+                capture_ncu(job, **(ncu_kw or {}))
+        except CaptureError as e:
+            failures.append(f"{step}: {e.message}")
+            job.steps.append({"step": step, "ok": False, "error": e.message})
+            click.echo(f"[capture] {step} failed: {e.message}", err=True)
+            if step == "shapes":
+                break
+    finish(job, sys.argv)
+    if failures:
+        raise CaptureError("; ".join(failures))
+
+
+@capture.command()
+@common
+def nsys(**kw: Any) -> None:
+    """nsys profile (CUDA + NVTX) of the measured forwards, exported to nsys.sqlite.gz."""
+    _run(kw, ["nsys"])
+
+
+@capture.command()
+@common
+@ncu_options
+def ncu(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw: Any) -> None:
+    """ncu of one measured forward: ncu_raw.csv (raw page) and ncu_details.csv.gz (sections)."""
+    _run(kw, ["ncu"], {"launch_count": launch_count, "nvtx_include": nvtx_include, "keep_rep": keep_rep})
+
+
+@capture.command()
+@common
+def torch(**kw: Any) -> None:
+    """PyTorch profiler chrome trace of the measured forwards (torch_trace.json.gz)."""
+    _run(kw, ["torch"])
+
+
+@capture.command(name="all")
+@common
+@ncu_options
+def all_(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw: Any) -> None:
+    """nsys, then torch, then ncu, into one folder; one failing tool does not stop the others."""
+    _run(
+        kw, ["nsys", "torch", "ncu"], {"launch_count": launch_count, "nvtx_include": nvtx_include, "keep_rep": keep_rep}
+    )
