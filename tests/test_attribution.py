@@ -211,3 +211,28 @@ def test_chrome_kernels_link_to_their_cpu_op(tmp_path: Path) -> None:
     )
     got = connect(tmp_path).execute("SELECT correlation_id, op_name FROM kernel_layers ORDER BY 1").fetchall()
     assert got == expected and len(got) == 8
+
+
+@pytest.mark.parametrize("capture", ["h200_smallcnn_annotated", "h200_resnet18", "h200_transformer"])
+def test_nsys_and_torch_profiler_attribute_the_same_kernels_to_each_layer(capture: str, tmp_path: Path) -> None:
+    """Two profilers of the same captured forwards: nsys (NVTX ranges, CUPTI runtime calls) and the PyTorch
+    profiler (record_function ranges, Kineto runtime events). The same kernels must land on the same paths."""
+    from pipeline.normalize import normalize_file
+    from tests.conftest import SAMPLES
+
+    normalize_file(SAMPLES / capture / "nsys.sqlite.gz", tmp_path)
+    normalize_file(SAMPLES / capture / "torch_trace.json.gz", tmp_path)
+    con = connect(tmp_path)
+    per = {
+        source: con.execute(
+            "SELECT path, short_name, count(*) FROM kernel_layers WHERE trace_id = ? GROUP BY ALL ORDER BY ALL",
+            [f"{capture}.{source}"],
+        ).fetchall()
+        for source in ("nsys", "torch_trace")
+    }
+    assert per["nsys"] == per["torch_trace"]
+    assert (
+        sum(n for *_, n in per["nsys"])
+        == con.execute("SELECT count(*) FROM kernels WHERE trace_id = ?", [f"{capture}.nsys"]).fetchone()[0]
+    )
+    assert all(path is not None for path, *_ in per["nsys"])  # every kernel launched inside a module range
