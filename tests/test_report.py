@@ -182,3 +182,26 @@ def test_bad_input_names_the_folder_and_writes_nothing(analysis: Path, tmp_path:
     (broken / "layer_timeline.parquet").unlink()
     r = tp("report", broken, "--out", out)
     assert r.returncode == 2 and "layer_timeline.parquet: missing" in r.stderr, r.stderr
+
+
+def test_demo_pipeline_on_every_sample(tmp_path: Path) -> None:
+    """What `make demo` runs, over all of sample_traces/: several traces, captures with shapes and two ncu pages."""
+    from tests.conftest import SAMPLES
+
+    norm, analysed, out = tmp_path / "n", tmp_path / "a", tmp_path / "r"
+    assert tp("normalize", SAMPLES, "--out", norm, "--quiet").returncode == 0
+    assert tp("analyze", norm, "--out", analysed, "--quiet").returncode == 0
+    r = tp("report", analysed, "--out", out, "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    timelines = {p.parent.name for p in SAMPLES.glob("*/nsys.sqlite.gz")} | {
+        p.parent.name for p in SAMPLES.glob("*/torch_trace.json.gz")
+    }
+    assert {t.split(".")[0] for t in summary["traces"]} == timelines
+    # Captures that recorded layer shapes get MACs; the plain small-CNN capture did not record any.
+    assert summary["traces"]["h200_resnet18.nsys"]["sections"]["macs"] == "drawn"
+    assert summary["traces"]["h200_smallcnn.nsys"]["sections"]["macs"].startswith("not available")
+    html = (out / "report.html").read_text()
+    no_network(html)
+    for png in out.glob("*.png"):
+        check_png(png)

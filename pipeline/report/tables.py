@@ -39,10 +39,14 @@ def layers_by_path(v: Views, trace: str) -> pl.DataFrame:
     macs = v.optional.get("macs")
     if macs is not None:
         # layer_macs is per module and forward; a path row holds `calls` calls of its innermost module.
-        per_call = macs.filter(pl.col("trace_id") == trace).select(
-            "layer",
-            (pl.col("macs") / pl.col("calls_per_forward")).alias("_macs_per_call"),
-            (pl.col("measured_macs") / pl.col("calls_per_forward")).alias("_measured_per_call"),
+        # One row per ncu trace of the capture too (raw and details pages): one value per layer here.
+        per_call = (
+            macs.filter(pl.col("trace_id") == trace)
+            .group_by("layer")
+            .agg(
+                (pl.col("macs") / pl.col("calls_per_forward")).first().alias("_macs_per_call"),
+                (pl.col("measured_macs") / pl.col("calls_per_forward")).max().alias("_measured_per_call"),
+            )
         )
         df = (
             df.join(per_call, on="layer", how="left")
