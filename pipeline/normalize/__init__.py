@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.checks import staged_warnings
 from pipeline.normalize.source import SQLITE_MAGIC, head, sha256_of
 from pipeline.schema import SCHEMA_VERSION
-from pipeline.store import TraceWriter, is_up_to_date, trace_id_for
+from pipeline.store import PART, TraceWriter, is_up_to_date, partition_dir, trace_id_for
 
 Normalizer = Callable[[Path, TraceWriter], dict[str, object]]
 
@@ -97,7 +98,7 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
     path = Path(path)
     tid = trace_id or trace_id_for(path)
     if not force and path.exists() and is_up_to_date(out, tid, path):
-        return Result(path, tid, skipped=True)
+        return Result(path, tid, previous_format(out, tid), skipped=True)
     fmt = detect_format(path)
     with TraceWriter(out, tid) as writer:
         meta = _normalizer(fmt)(path, writer)
@@ -106,6 +107,11 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
         writer.write("trace_meta", trace_meta(path, meta, warnings))
         writer.commit()
         return Result(path, tid, str(meta.get("source_format", fmt)), dict(writer.rows), warnings=warnings)
+
+
+def previous_format(out: Path, trace_id: str) -> str:
+    meta = pq.read_table(partition_dir(out, "trace_meta", trace_id) / PART, columns=["source_format"])
+    return str(meta.column(0)[0])
 
 
 def trace_meta(path: Path, meta: dict[str, object], warnings: list[str]) -> pa.Table:
