@@ -37,8 +37,10 @@ lint: install
 	.venv/bin/ruff check pipeline tests benchmarks
 	.venv/bin/ruff format --check pipeline tests benchmarks
 
+# Quick sizes; run each script without arguments for the issue-sized runs (minutes).
 bench: install
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/bench_attribution.py --kernels 1e6
+	$(PY) benchmarks/bench_chrome.py --mb 50
 
 clean:
 	rm -rf $(BUILD) $(REPORT) .pytest_cache .ruff_cache
