@@ -23,10 +23,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import threading
 from collections.abc import Iterable
 from decimal import ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
-from operator import attrgetter, itemgetter
+from itertools import repeat
+from operator import attrgetter, eq, index, itemgetter
 from pathlib import Path
 
 import duckdb
@@ -212,6 +214,8 @@ _ARGS_OF: dict[str, type[msgspec.Struct] | None] = {
 }
 _ARGS_DECODER = {cat: msgspec.json.Decoder(list[t | None]) for cat, t in _ARGS_OF.items() if t is not None}
 _NO_ARGS = {cat: t() for cat, t in _ARGS_OF.items() if t is not None}
+_CATS = list(_ARG_COLUMNS)
+_CAT_CODE = {cat: i for i, cat in enumerate(_CATS)}
 _FLOAT_COLUMNS = {"profiler_blocks_per_sm", "profiler_warps_per_sm", "profiler_est_achieved_occupancy_pct"}
 _GET = {field: attrgetter(field) for cols in _ARG_COLUMNS.values() for field in cols.values()}
 _NAME, _PID, _TID, _TS, _DUR, _ARGS, _CAT, _PH = (
@@ -228,6 +232,27 @@ def _ints(values: list, type_: pa.DataType = _I64) -> pa.Array:
         return pa.array(values, type_)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return pa.array([v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], type_)
+
+
+def _ints_of(objs: list, get: attrgetter) -> pa.Array:
+    """``get`` of every object as int64, without an intermediate list when all are ints (the usual case).
+
+    ``index`` lets only true ints through (``np.fromiter`` alone would parse ``"12"`` and truncate 2.5).
+    """
+    try:
+        return pa.array(np.fromiter(map(index, map(get, objs)), np.int64, len(objs)))
+    except (TypeError, ValueError, OverflowError):  # None, a string id, or beyond int64
+        return _ints(list(map(get, objs)))
+
+
+def _floats_ns(objs: list, get: attrgetter) -> pa.Array:
+    """ns of the float us ``get`` of every object; TypeError if one is missing."""
+    us = np.fromiter(map(get, objs), np.float64, len(objs))
+    if np.isnan(us).any():  # fromiter reads None as NaN; JSON itself has no NaN
+        raise TypeError("missing value")
+    if us.size and np.abs(us).max() >= EXACT_FLOAT_LIMIT_US:
+        raise _NeedExact
+    return pa.array(_us_to_ns(us))
 
 
 def _raw_json(values: Iterable[msgspec.Raw]) -> pa.Array:
@@ -270,30 +295,35 @@ class _Piece:
     """
 
     def __init__(self, events: list[_Event], exact: bool) -> None:
+        self.exact = exact
         self.to_ns = _decimal_ns if exact else _float_ns
         self.tables: dict[str, pa.Table] = {}
         self.skipped: dict[str, int] = {}
         self.events = len(events)
         if events:
             self._split(events)
-        del self.to_ns
+        del self.to_ns, self.exact
 
     def _split(self, events: list[_Event]) -> None:
-        """Split by category with Arrow (no per-event Python branching), then take columns."""
-        cats = pc.dictionary_encode(pa.array(list(map(_CAT, events)), pa.string()))
-        complete = pc.equal(pa.array(list(map(_PH, events)), pa.string()), "X").to_numpy(zero_copy_only=False)
-        codes = cats.indices.to_numpy(zero_copy_only=False)
-        for code, cat in enumerate(cats.dictionary.to_pylist()):
-            if cat not in _ARG_COLUMNS:
+        """Split by category with numpy (no per-event Python branching), then take columns.
+
+        ``np.fromiter(map(...))`` runs the per-event lookups in C without building a list; it measured
+        several times faster here than ``pa.array`` over a list of freshly decoded strings.
+        """
+        n = len(events)
+        codes = np.fromiter(map(_CAT_CODE.get, map(_CAT, events), repeat(-1)), np.int8, n)
+        complete = np.fromiter(map(eq, map(_PH, events), repeat("X")), np.bool_, n)
+        for code in np.unique(codes[complete]).tolist():
+            if code < 0:
                 continue
+            cat = _CATS[code]
             idx = np.flatnonzero((codes == code) & complete)
-            if idx.size:
-                group = [events[idx[0]]] if idx.size == 1 else list(itemgetter(*idx.tolist())(events))
-                try:
-                    self._add(cat, group)
-                except _BadArgs as e:
-                    i, msg = e.args
-                    raise _BadArgs(int(idx[i]), msg) from None
+            group = [events[idx[0]]] if idx.size == 1 else list(itemgetter(*idx.tolist())(events))
+            try:
+                self._add(cat, group)
+            except _BadArgs as e:
+                i, msg = e.args
+                raise _BadArgs(int(idx[i]), msg) from None
 
     def _decode_args(self, cat: str, group: list[_Event]) -> list:
         """The group's ``args`` as ``_ARGS_OF[cat]`` Structs: all of them in one msgspec call."""
@@ -309,24 +339,29 @@ class _Piece:
         return args
 
     def _add(self, cat: str, group: list[_Event]) -> None:
-        ts, dur = list(map(_TS, group)), list(map(_DUR, group))
-        if None in ts or None in dur:
-            keep = [i for i, (t, d) in enumerate(zip(ts, dur, strict=True)) if t is not None and d is not None]
-            self.skipped[cat] = self.skipped.get(cat, 0) + len(group) - len(keep)
-            if not keep:
-                return
-            group = [group[i] for i in keep]
-            ts, dur = [ts[i] for i in keep], [dur[i] for i in keep]
-        else:
-            keep = None
-        start, duration = self.to_ns(ts), self.to_ns(dur)
+        keep = None
+        try:
+            if self.exact:
+                raise TypeError  # Decimal values: the list path
+            start, duration = _floats_ns(group, _TS), _floats_ns(group, _DUR)
+        except TypeError:  # a missing ts/dur (or Decimal values): filter, then convert from lists
+            ts, dur = list(map(_TS, group)), list(map(_DUR, group))
+            if None in ts or None in dur:
+                keep = [i for i, (t, d) in enumerate(zip(ts, dur, strict=True)) if t is not None and d is not None]
+                self.skipped[cat] = self.skipped.get(cat, 0) + len(group) - len(keep)
+                if not keep:
+                    return
+                group = [group[i] for i in keep]
+                ts, dur = [ts[i] for i in keep], [dur[i] for i in keep]
+            start, duration = self.to_ns(ts), self.to_ns(dur)
+        # Names repeat (the same functions run again and again): dictionary-encoded they cost a worker's pipe
+        # a fraction of the bytes; end_ns is start + duration, added after the pieces are merged.
         arrays = {
-            "name": pa.array(list(map(_NAME, group)), pa.string()),
-            "pid": _ints(list(map(_PID, group))),
-            "tid": _ints(list(map(_TID, group))),
+            "name": pc.dictionary_encode(pa.array(list(map(_NAME, group)), pa.string())),
+            "pid": _ints_of(group, _PID),
+            "tid": _ints_of(group, _TID),
             "start_ns": start,
             "duration_ns": duration,
-            "end_ns": pc.add(start, duration),
         }
         try:
             args = self._decode_args(cat, group) if _ARGS_OF[cat] is not None else []
@@ -334,8 +369,10 @@ class _Piece:
             i, msg = e.args
             raise _BadArgs(keep[i] if keep is not None else i, msg) from None
         for column, field in _ARG_COLUMNS[cat].items():
-            values = list(map(_GET[field], args))
-            arrays[column] = pa.array(values, pa.float64()) if column in _FLOAT_COLUMNS else _ints(values)
+            if column in _FLOAT_COLUMNS:
+                arrays[column] = pa.array(list(map(_GET[field], args)), pa.float64())
+            else:
+                arrays[column] = _ints_of(args, _GET[field])
         if cat == "kernel":
             for key, prefix in (("grid", "grid_"), ("block", "block_")):
                 dims = [getattr(a, key) or (None, None, None) for a in args]
@@ -364,7 +401,20 @@ class _Collector:
 
     def table(self, cat: str) -> pa.Table | None:
         parts = self.parts[cat]
-        return pa.concat_tables(parts) if parts else None
+        if not parts:
+            return None
+        table = pa.concat_tables(parts)
+        if cat == "python_function":
+            # Never written out, only looked up for call stacks: the names stay dictionary-encoded (one
+            # shared dictionary), sparing the materialized strings (fresh memory is slow to touch in VMs).
+            names = table["name"].unify_dictionaries()
+        else:
+            # Decode piece by piece: the same takes on the concatenated table's chunks ran much slower.
+            names = pa.chunked_array(
+                [c.dictionary.take(c.indices) for p in parts for c in p["name"].chunks], pa.string()
+            )
+        table = table.set_column(0, "name", names)
+        return table.add_column(5, "end_ns", pc.add(table["start_ns"], table["duration_ns"]))
 
 
 # --- reading -----------------------------------------------------------------------------------------
@@ -526,7 +576,12 @@ def _collect_slow(path: Path, trace: _Trace, exact: bool) -> _Collector:
 
 def _events(path: Path) -> tuple[_Trace, _Collector]:
     """Decode every event: fast split first, exact Decimal timestamps only if the values need them."""
+    # pyarrow imports pandas (when installed) on its first numpy conversion: do that once here, while the file
+    # is read (the read releases the GIL), not once in every worker.
+    warm = threading.Thread(target=lambda: pc.add(pa.array(np.zeros(1, np.int64)), 0), daemon=True)
+    warm.start()
     data, trace, ranges = _read(path)
+    warm.join()
     for exact in (False, True):
         try:
             if ranges is not None:
@@ -728,7 +783,7 @@ def _call_stacks(ops: pa.Table, py: pa.Table) -> pa.Array:
     row_of = np.repeat(np.arange(len(depth)), depth)
     within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], depth)
     frames = chain[row_of, depth[row_of] - 1 - within]  # outermost first
-    names = py["name"].combine_chunks().take(pa.array(frames))
+    names = py["name"].combine_chunks().take(pa.array(frames)).dictionary_decode()
     stacks = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), names), ";")
     # Ops outside any python frame get null; the rest take their innermost frame's stack.
     slot = np.full(ops.num_rows, len(stacks), dtype=np.int64)
