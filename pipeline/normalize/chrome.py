@@ -558,6 +558,9 @@ def _piece_at(i: int) -> _Piece:
 
 
 def _workers(pieces: int) -> int:
+    """Worker processes to fork: one per core, none where fork is missing or not allowed (daemon children)."""
+    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
+        return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
