@@ -335,8 +335,10 @@ class _Piece:
     def _decode_args(self, cat: str, group: list[_Event]) -> list:
         """The group's ``args`` as ``_ARGS_OF[cat]`` Structs: all of them in one msgspec call."""
         raws = list(map(_ARGS, group))
+        if not all(raws):  # events without args: null there (decoded as the category's defaults)
+            raws = [r or b"null" for r in raws]
         try:
-            args = _ARGS_DECODER[cat].decode(b"".join((b"[", b",".join([r or b"null" for r in raws]), b"]")))
+            args = _ARGS_DECODER[cat].decode(b"".join((b"[", b",".join(raws), b"]")))
         except msgspec.MsgspecError as e:
             m = re.search(r"\$\[(\d+)\]", str(e))
             i = int(m.group(1)) if m else 0
