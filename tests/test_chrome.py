@@ -369,3 +369,29 @@ def test_events_missing_ts_are_counted(tmp_path: Path) -> None:
 def test_copy_of_sample_is_untouched() -> None:
     # with_annotations() and friends mutate decoded copies, never the committed sample.
     assert copy.deepcopy(raw_trace())["traceEvents"][0]["name"] == "aten::conv2d"
+
+
+def test_wrongly_typed_arg_names_the_event(tmp_path: Path) -> None:
+    # args are decoded per category, after the event itself: the error still names the event in the file.
+    trace = raw_trace(float)
+    i = [i for i, e in enumerate(trace["traceEvents"]) if e.get("cat") == "kernel"][2]
+    trace["traceEvents"][i]["args"]["correlation"] = "twelve"
+    with pytest.raises(BadInputError, match=rf"got `str` - at `\$\.traceEvents\[{i}\]\.args\.correlation`"):
+        normalize_file(write_trace(trace, tmp_path / "bad" / "trace.json"), tmp_path / "out")
+    assert not (tmp_path / "out" / "kernels").exists()
+
+
+def test_workers_fall_back_to_exact_timestamps(tmp_path: Path, monkeypatch) -> None:
+    # Many small pieces (so forked workers decode them); one kernel beyond 2**43 us makes a worker ask for
+    # the Decimal decode, and every timestamp still comes out exact.
+    monkeypatch.setattr(chrome, "CHUNK_BYTES", 3000)
+    trace = raw_trace(float)
+    k = next(e for e in reversed(trace["traceEvents"]) if e.get("cat") == "kernel")
+    k["ts"] = 9000000000000.123
+    text = json.dumps(trace, indent=1)
+    raw = json.loads(text, parse_float=Decimal)
+    want = sorted(ns(e["ts"]) for e in raw["traceEvents"] if e.get("cat") == "kernel")
+    assert want[-1] == 9000000000000123 and len(text) > 10 * 3000
+    out = tmp_path / "out"
+    normalize_file(write_trace(trace, tmp_path / "big" / "trace.json"), out)
+    assert [r[0] for r in q(out, "SELECT start_ns FROM kernels ORDER BY 1")] == want

@@ -11,6 +11,7 @@ import datetime as dt
 import importlib
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,11 +101,13 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
     if not force and path.exists() and is_up_to_date(out, tid, path):
         return Result(path, tid, previous_format(out, tid), skipped=True)
     fmt = detect_format(path)
-    with TraceWriter(out, tid) as writer:
+    # The file's sha256 is hashed in a thread while the normalizer runs (hashlib releases the GIL).
+    with TraceWriter(out, tid) as writer, ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
+        digest = hasher.submit(sha256_of, path)
         meta = _normalizer(fmt)(path, writer)
         warnings = [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
         warnings += staged_warnings(writer)
-        writer.write("trace_meta", trace_meta(path, meta, warnings))
+        writer.write("trace_meta", trace_meta(path, meta, warnings, sha256=digest.result()))
         writer.commit()
         return Result(path, tid, str(meta.get("source_format", fmt)), dict(writer.rows), warnings=warnings)
 
@@ -114,10 +117,10 @@ def previous_format(out: Path, trace_id: str) -> str:
     return str(meta.column(0)[0])
 
 
-def trace_meta(path: Path, meta: dict[str, object], warnings: list[str]) -> pa.Table:
+def trace_meta(path: Path, meta: dict[str, object], warnings: list[str], sha256: str) -> pa.Table:
     row = {
         "source_path": str(path),
-        "source_sha256": sha256_of(path),
+        "source_sha256": sha256,
         "source_bytes": path.stat().st_size,
         "schema_version": SCHEMA_VERSION,
         "normalized_at_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
