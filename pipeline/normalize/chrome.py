@@ -37,6 +37,7 @@ from functools import lru_cache
 from itertools import repeat
 from operator import attrgetter, eq, index, itemgetter
 from pathlib import Path
+from typing import Annotated
 
 import duckdb
 import msgspec
@@ -60,14 +61,18 @@ _F = msgspec.field
 _NO_RAW = msgspec.Raw()
 
 
+#: Integers as Arrow stores them: a JSON integer past int64 is a decode error naming the event, not an overflow later.
+_I64Json = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class _Event(msgspec.Struct, gc=False):
     """The fields every event shares; ``args`` stays raw JSON, decoded later per category (see ``_ArgsOf``)."""
 
     ph: str | None = None
     cat: str | None = None
     name: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
+    pid: _I64Json | str | None = None
+    tid: _I64Json | str | None = None
     ts: float | None = None
     dur: float | None = None
     args: msgspec.Raw = _F(default=_NO_RAW)
@@ -83,13 +88,13 @@ class _ExactEvent(_Event, gc=False):
 # One ``args`` Struct per category, with only the keys that category's columns use: a python_function
 # event (most of a trace) then costs two int fields, not a 20-field Struct (unknown keys are skipped).
 class _KernelArgs(msgspec.Struct, gc=False):
-    external_id: int | None = _F(default=None, name="External id")
-    correlation: int | None = None
-    device: int | None = None
-    context: int | None = None
-    stream: int | None = None
-    registers: int | None = _F(default=None, name="registers per thread")
-    shared_memory: int | None = _F(default=None, name="shared memory")
+    external_id: _I64Json | None = _F(default=None, name="External id")
+    correlation: _I64Json | None = None
+    device: _I64Json | None = None
+    context: _I64Json | None = None
+    stream: _I64Json | None = None
+    registers: _I64Json | None = _F(default=None, name="registers per thread")
+    shared_memory: _I64Json | None = _F(default=None, name="shared memory")
     blocks_per_sm: float | None = _F(default=None, name="blocks per SM")
     warps_per_sm: float | None = _F(default=None, name="warps per SM")
     occupancy: float | None = _F(default=None, name="est. achieved occupancy %")
@@ -98,70 +103,70 @@ class _KernelArgs(msgspec.Struct, gc=False):
 
 
 class _CallArgs(msgspec.Struct, gc=False):
-    external_id: int | None = _F(default=None, name="External id")
-    correlation: int | None = None
+    external_id: _I64Json | None = _F(default=None, name="External id")
+    correlation: _I64Json | None = None
 
 
 class _OpArgs(msgspec.Struct, gc=False):
-    external_id: int | None = _F(default=None, name="External id")
-    sequence_number: int | None = _F(default=None, name="Sequence number")
-    fwd_thread_id: int | None = _F(default=None, name="Fwd thread id")
+    external_id: _I64Json | None = _F(default=None, name="External id")
+    sequence_number: _I64Json | None = _F(default=None, name="Sequence number")
+    fwd_thread_id: _I64Json | None = _F(default=None, name="Fwd thread id")
     # Kept as the original JSON text: the ops table stores them as JSON strings.
     input_dims: msgspec.Raw = _F(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = _F(default=_NO_RAW, name="Input type")
 
 
 class _PyArgs(msgspec.Struct, gc=False):
-    python_id: int | None = _F(default=None, name="Python id")
-    python_parent_id: int | None = _F(default=None, name="Python parent id")
+    python_id: _I64Json | None = _F(default=None, name="Python id")
+    python_parent_id: _I64Json | None = _F(default=None, name="Python parent id")
 
 
 class _GpuRangeArgs(msgspec.Struct, gc=False):
-    external_id: int | None = _F(default=None, name="External id")
-    device: int | None = None
-    stream: int | None = None
+    external_id: _I64Json | None = _F(default=None, name="External id")
+    device: _I64Json | None = None
+    stream: _I64Json | None = None
 
 
 class _CopyArgs(msgspec.Struct, gc=False):
-    external_id: int | None = _F(default=None, name="External id")
-    correlation: int | None = None
-    device: int | None = None
-    context: int | None = None
-    stream: int | None = None
-    bytes: int | None = None
+    external_id: _I64Json | None = _F(default=None, name="External id")
+    correlation: _I64Json | None = None
+    device: _I64Json | None = None
+    context: _I64Json | None = None
+    stream: _I64Json | None = None
+    bytes: _I64Json | None = None
 
 
 class _Device(msgspec.Struct, gc=False):
-    id: int | None = None
+    id: _I64Json | None = None
     name: str | None = None
-    totalGlobalMem: int | None = None
-    computeMajor: int | None = None
-    computeMinor: int | None = None
-    maxThreadsPerBlock: int | None = None
-    maxThreadsPerMultiprocessor: int | None = None
-    regsPerBlock: int | None = None
-    regsPerMultiprocessor: int | None = None
-    warpSize: int | None = None
-    sharedMemPerBlock: int | None = None
-    sharedMemPerBlockOptin: int | None = None
-    sharedMemPerMultiprocessor: int | None = None
-    numSms: int | None = None
+    totalGlobalMem: _I64Json | None = None
+    computeMajor: _I64Json | None = None
+    computeMinor: _I64Json | None = None
+    maxThreadsPerBlock: _I64Json | None = None
+    maxThreadsPerMultiprocessor: _I64Json | None = None
+    regsPerBlock: _I64Json | None = None
+    regsPerMultiprocessor: _I64Json | None = None
+    warpSize: _I64Json | None = None
+    sharedMemPerBlock: _I64Json | None = None
+    sharedMemPerBlockOptin: _I64Json | None = None
+    sharedMemPerMultiprocessor: _I64Json | None = None
+    numSms: _I64Json | None = None
 
 
 class _Distributed(msgspec.Struct, gc=False):
-    rank: int | None = None
+    rank: _I64Json | None = None
 
 
 class _Trace(msgspec.Struct, gc=False):
     traceEvents: list[msgspec.Raw] | None = None
-    schemaVersion: int | str | None = None
+    schemaVersion: _I64Json | str | None = None
     deviceProperties: list[_Device] | None = None
     distributedInfo: _Distributed | None = None
     with_stack: int | bool | None = None
-    cupti_version: int | None = None
-    cuda_runtime_version: int | None = None
-    cuda_driver_version: int | None = None
-    baseTimeNanoseconds: int | None = None
+    cupti_version: _I64Json | None = None
+    cuda_runtime_version: _I64Json | None = None
+    cuda_driver_version: _I64Json | None = None
+    baseTimeNanoseconds: _I64Json | None = None
 
 
 # --- categories --------------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ CHROME_CASES = [
     Case(
         "chrome_huge_int.json",
         _chrome(lambda s: s.replace('"correlation": 12,', '"correlation": 123456789012345678901234567890,', 1)),
-        error="out of range",
+        error="Expected `int` <= 9223372036854775807 - at `$.traceEvents[286].args.correlation`",
     ),
     Case(
         "chrome_kernel_without_ts.json",
