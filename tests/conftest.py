@@ -6,13 +6,25 @@ import gzip
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from pipeline.normalize import normalize_file
+from pipeline.schema import TABLES
+from pipeline.store import table_glob
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 SMALLCNN = SAMPLES / "h200_smallcnn"
+
+
+def q(out: Path, sql: str) -> list[tuple]:
+    """Plain DuckDB over the normalized Parquet files: no views, no pipeline code between test and data."""
+    con = duckdb.connect()
+    for t in TABLES:
+        if list(out.glob(f"{t}/trace_id=*/*.parquet")):
+            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{table_glob(out, t)}')")
+    return con.execute(sql).fetchall()
 
 
 def gunzip_to(src: Path, dest: Path) -> Path:

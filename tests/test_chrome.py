@@ -14,7 +14,6 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -22,19 +21,10 @@ from pipeline.errors import BadInputError
 from pipeline.normalize import chrome, normalize_file
 from pipeline.normalize.chrome import short_name
 from pipeline.schema import TABLES
-from pipeline.store import table_glob
-from tests.conftest import SMALLCNN
+from tests.conftest import SMALLCNN, q
 
 SAMPLE = SMALLCNN / "torch_trace.json.gz"
 TID = "h200_smallcnn.torch_trace"
-
-
-def q(out: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect()
-    for t in TABLES:
-        if list(out.glob(f"{t}/trace_id=*/*.parquet")):
-            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{table_glob(out, t)}')")
-    return con.execute(sql).fetchall()
 
 
 def raw_trace(parse_float: type = Decimal) -> dict:

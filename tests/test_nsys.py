@@ -6,24 +6,15 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file
 from pipeline.schema import TABLES
-from pipeline.store import table_glob
+from tests.conftest import q
 
 TID = "h200_smallcnn.nsys"
-
-
-def q(out: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect()
-    for t in TABLES:
-        if list(out.glob(f"{t}/trace_id=*/*.parquet")):
-            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{table_glob(out, t)}')")
-    return con.execute(sql).fetchall()
 
 
 def test_counts_match_the_capture(nsys_out: Path) -> None:
