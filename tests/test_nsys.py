@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file
 from pipeline.schema import TABLES
-from tests.conftest import q
+from tests.conftest import SMALLCNN, q
 
 TID = "h200_smallcnn.nsys"
 
@@ -158,3 +159,41 @@ def test_sqlite_without_kernel_table(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="no CUPTI_ACTIVITY_KIND_KERNEL"):
         normalize_file(path, tmp_path / "out")
     assert not (tmp_path / "out" / "kernels").exists()
+
+
+def test_nsys_rep_without_nsys_says_how_to_convert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.normalize.nsys as nsys
+
+    monkeypatch.setattr(nsys, "find_nsys", lambda: None)
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes((SMALLCNN / "nsys.sqlite.gz").read_bytes()[:100])  # content is nsys's business, not ours
+    with pytest.raises(BadInputError, match="needs the nsys CLI"):
+        normalize_file(rep, tmp_path / "out")
+
+
+def test_nsys_rep_is_exported_with_the_nsys_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nsys_sqlite: Path
+) -> None:
+    """A stand-in `nsys` on PATH that does what `nsys export --type sqlite -o OUT REP` does (writes the sqlite)."""
+    fake = tmp_path / "bin" / "nsys"
+    fake.parent.mkdir()
+    fake.write_text(
+        f'#!/bin/sh\necho "$@" > {tmp_path}/args\nwhile [ "$1" != "-o" ]; do shift; done\ncp {nsys_sqlite} "$2"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    rep = SMALLCNN.parent / "h200_resnet18" / "nsys.nsys-rep"
+    result = normalize_file(rep, tmp_path / "out", trace_id="rep")
+    assert result.rows["kernels"] == 33 and result.source_format == "nsys-rep"
+    args = (tmp_path / "args").read_text().split()
+    assert args[:3] == ["export", "--type", "sqlite"] and args[-1] == str(rep)
+
+
+def test_failed_nsys_export_names_the_missing_importer_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "bin" / "nsys"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'QdstrmImporter: error while loading shared libraries: libdw.so.1' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    with pytest.raises(BadInputError, match=r"libdw\.so\.1"):
+        normalize_file(SMALLCNN.parent / "h200_resnet18" / "nsys.nsys-rep", tmp_path / "out")

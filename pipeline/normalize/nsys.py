@@ -409,7 +409,7 @@ def exported_sqlite(rep: Path) -> Iterator[Path]:
         )
         if proc.returncode != 0 or not out.exists():
             msg = (proc.stderr or proc.stdout).strip().splitlines()
-            hint = " (the importer needs libdw.so.1: see README)" if "libdw" in proc.stderr else ""
+            hint = " (the importer needs libdw.so.1 and libelf.so.1 on LD_LIBRARY_PATH: see docs/capture.md)" if "libdw" in proc.stderr else ""
             raise BadInputError(rep, f"nsys export failed{hint}: {msg[-1] if msg else proc.returncode}")
         yield out
 
