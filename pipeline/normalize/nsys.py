@@ -376,6 +376,9 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
             db.close()
 
 
+LIBDW_HINT = " (the importer needs libdw.so.1 and libelf.so.1 on LD_LIBRARY_PATH: see docs/capture.md)"
+
+
 def find_nsys() -> str | None:
     """nsys from PATH, else the copy that ships inside an Nsight Compute install."""
     found = shutil.which("nsys")
@@ -409,7 +412,7 @@ def exported_sqlite(rep: Path) -> Iterator[Path]:
         )
         if proc.returncode != 0 or not out.exists():
             msg = (proc.stderr or proc.stdout).strip().splitlines()
-            hint = " (the importer needs libdw.so.1 and libelf.so.1 on LD_LIBRARY_PATH: see docs/capture.md)" if "libdw" in proc.stderr else ""
+            hint = LIBDW_HINT if "libdw" in proc.stderr else ""
             raise BadInputError(rep, f"nsys export failed{hint}: {msg[-1] if msg else proc.returncode}")
         yield out
 
