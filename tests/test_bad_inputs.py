@@ -86,3 +86,18 @@ def test_extra_ncu_column_is_kept_as_a_metric(tmp_path: Path) -> None:
     rows = _tables(tmp_path / "out")["ncu_metrics"]
     extra = [r for r in rows if r["metric"] == "extra__metric"]
     assert len(extra) == 33 and {r["value"] for r in extra} == {7.0}
+
+
+def test_duplicate_keys_resolve_like_json_loads(tmp_path: Path) -> None:
+    """JSON leaves duplicate keys undefined; we take the last, as Python's json and Chrome's trace viewer do."""
+    import gzip
+
+    from tests.conftest import SMALLCNN, q
+
+    raw = gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()).decode()
+    path = tmp_path / "dup.json"
+    path.write_text(raw.replace('"dur": 7.136', '"dur": 7.136, "dur": 9.0', 1))
+    normalize_file(path, tmp_path / "out")
+    first = next(e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel")
+    got = q(tmp_path / "out", "SELECT duration_ns FROM kernels WHERE correlation_id = 12")
+    assert got == [(round(first["dur"] * 1000),)] == [(9000,)]
