@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
+from pipeline.normalize.ranks import fill_rank
 from pipeline.normalize.source import SQLITE_MAGIC, head, sha256_of
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import TraceWriter, is_up_to_date, trace_id_for
@@ -85,6 +86,7 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
     with TraceWriter(out, tid) as writer:
         meta = _normalizer(fmt)(path, writer)
         warnings = [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
+        fill_rank(path, meta, writer, warnings)
         writer.write("trace_meta", trace_meta(path, meta, warnings))
         writer.commit()
         return Result(path, tid, str(meta.get("source_format", fmt)), dict(writer.rows), warnings=warnings)
