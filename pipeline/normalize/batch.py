@@ -48,6 +48,7 @@ class Outcome:
     error_path: Path | None = None
     error: str | None = None
     worker_pid: int = 0
+    peak_rss_bytes: int = 0  # the worker process's peak RSS so far (its ru_maxrss), for benchmarks
 
     @property
     def name(self) -> str:  # shown by the progress bar
@@ -63,8 +64,16 @@ def normalize_one(index: int, path: Path, out: Path, trace_id: str | None = None
     try:
         result = normalize_file(path, out, trace_id, force=force)
     except BadInputError as e:
-        return Outcome(index, path, error_path=e.path, error=e.reason, worker_pid=os.getpid())
-    return Outcome(index, path, result=result, worker_pid=os.getpid())
+        return Outcome(index, path, error_path=e.path, error=e.reason, worker_pid=os.getpid(), peak_rss_bytes=_peak())
+    return Outcome(index, path, result=result, worker_pid=os.getpid(), peak_rss_bytes=_peak())
+
+
+def _peak() -> int:
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def check_unique_ids(files: Sequence[Path], trace_id: str | None = None) -> None:
