@@ -88,6 +88,9 @@ class TreeSampler:
         self.root = psutil.Process(pid)
         self.every_s = every_s
         self.peak_total = self.peak_one = 0
+        self.cpu: dict[int, float] = {}  # pid -> CPU seconds last seen (short-lived workers lose <= every_s)
+        self._machine0 = psutil.cpu_times()
+        self._t0 = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -102,8 +105,10 @@ class TreeSampler:
             for p in procs:
                 try:
                     rss = p.memory_info().rss
+                    t = p.cpu_times()
                 except psutil.Error:
                     continue
+                self.cpu[p.pid] = t.user + t.system
                 total += rss
                 self.peak_one = max(self.peak_one, rss)
             self.peak_total = max(self.peak_total, total)
@@ -112,6 +117,12 @@ class TreeSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+        wall = time.perf_counter() - self._t0
+        m0, m1 = self._machine0, psutil.cpu_times()
+        busy = lambda t: sum(t) - t.idle - getattr(t, "iowait", 0.0)  # noqa: E731
+        self.tree_cpu_s = sum(self.cpu.values())
+        # Cores busy with other people's work meanwhile (this is a shared machine): context for the timings.
+        self.others_cores = max(0.0, (busy(m1) - busy(m0)) - self.tree_cpu_s) / wall
 
 
 def child(inputs: str, out: str, mode: str, jobs: int) -> None:
@@ -164,7 +175,13 @@ def measure(inputs: Path, out: Path, mode: str, jobs: int) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} run failed:\n{stderr[-3000:]}")
     r = json.loads(stdout.strip().splitlines()[-1])
-    r.update(mode=mode, tree_peak_rss=sampler.peak_total, one_peak_rss=sampler.peak_one)
+    r.update(
+        mode=mode,
+        tree_peak_rss=sampler.peak_total,
+        one_peak_rss=sampler.peak_one,
+        cpu_s=sampler.tree_cpu_s,
+        others_cores=sampler.others_cores,
+    )
     shutil.rmtree(out, ignore_errors=True)
     return r
 
@@ -197,7 +214,7 @@ def main() -> None:
         )
         print(
             f"{'ranks':>5} {'mode':<7}{'seconds':>9}{'files/s':>9}{'Mkernels/s':>11}{'setup s':>8}"
-            f"{'worker GB':>10}{'1 proc GB':>10}{'tree GB':>8}",
+            f"{'worker GB':>10}{'1 proc GB':>10}{'tree GB':>8}{'CPU s':>8}{'others':>7}",
             flush=True,
         )
         results = []
@@ -213,7 +230,8 @@ def main() -> None:
                 print(
                     f"{n:>5} {mode:<7}{m['seconds']:>9.1f}{m['files'] / m['seconds']:>9.2f}"
                     f"{m['kernels'] / m['seconds'] / 1e6:>11.2f}{m['setup_s']:>8.1f}"
-                    f"{m['worker_peak_rss'] / gb:>10.2f}{m['one_peak_rss'] / gb:>10.2f}{m['tree_peak_rss'] / gb:>8.2f}",
+                    f"{m['worker_peak_rss'] / gb:>10.2f}{m['one_peak_rss'] / gb:>10.2f}{m['tree_peak_rss'] / gb:>8.2f}"
+                    f"{m['cpu_s']:>8.1f}{m['others_cores']:>7.2f}",
                     flush=True,
                 )
             shutil.rmtree(inputs)
@@ -223,7 +241,8 @@ def main() -> None:
         print(f"  {mode:<7}" + "  ".join(f"{n}: {row[n]:.2f}" for n in ranks))
     print(
         "worker GB: largest ru_maxrss a worker reported (pool: one process per input); 1 proc GB / tree GB: "
-        "sampled peak of the largest process / of the sum over the batch's process tree"
+        "sampled peak of the largest process / of the sum over the batch's process tree (shared pages counted "
+        "in each process); CPU s: CPU time of the tree; others: cores other users' processes kept busy meanwhile"
     )
 
 
