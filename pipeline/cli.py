@@ -77,8 +77,28 @@ def expand_inputs(inputs: tuple[Path, ...]) -> list[Path]:
 @click.option("--force", is_flag=True, help="Re-normalize inputs whose output is already newer than them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input instead of a summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary; errors still go to stderr.")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Normalize this many inputs at once in worker processes (0 = one per CPU core).",
+)
+@click.option(
+    "--scheduler",
+    metavar="tcp://HOST:PORT",
+    help="Run on this Dask distributed scheduler instead (needs tracepipe[dask]; workers must see the same paths).",
+)
 def normalize(
-    inputs: tuple[Path, ...], out: Path, trace_id: str | None, force: bool, as_json: bool, quiet: bool
+    inputs: tuple[Path, ...],
+    out: Path,
+    trace_id: str | None,
+    force: bool,
+    as_json: bool,
+    quiet: bool,
+    jobs: int,
+    scheduler: str | None,
 ) -> None:
     """Convert trace files (nsys .sqlite/.nsys-rep, PyTorch chrome trace JSON, ncu CSV) to Parquet.
 
@@ -93,32 +113,40 @@ def normalize(
       tracepipe normalize run/nsys.sqlite --out build/normalized
       tracepipe normalize sample_traces/          # every trace under the folder
       tracepipe normalize trace.json.gz --trace-id rank3 --json
+      tracepipe normalize job/ --jobs 8          # one rank per file, 8 at a time
+      tracepipe normalize job/ --scheduler tcp://10.0.0.5:8786   # on a Dask cluster
     """
-    from pipeline.normalize import normalize_file
+    import os
+
+    from pipeline.normalize.batch import normalize_many
 
     files = expand_inputs(inputs)
     if trace_id and len(files) != 1:
         raise click.UsageError("--trace-id needs exactly one input file")
+    if scheduler and jobs != 1:
+        raise click.UsageError("--jobs and --scheduler exclude each other: the cluster's workers set the parallelism")
     out.mkdir(parents=True, exist_ok=True)
     bad: list[BadInputError] = []
     broken: list[Path] = []
     results = []
-    for path in console.progress(files, len(files), "normalize", quiet):
-        try:
-            results.append(normalize_file(path, out, trace_id, force=force))
-        except BadInputError as e:
-            bad.append(e)
+    outcomes = normalize_many(
+        files, out, trace_id=trace_id, force=force, jobs=jobs or os.cpu_count() or 1, scheduler=scheduler
+    )
+    for outcome in console.progress(outcomes, len(files), "normalize", quiet):
+        path = outcome.path
+        e = outcome.bad_input()
+        if e is not None:
+            if outcome.internal:  # a bug of ours on this file: reported, and the batch goes on
+                broken.append(path)
+            else:
+                bad.append(e)
             console.fail(str(e))
             if as_json:
                 click.echo(json.dumps({"path": str(path), "error": e.reason}))
             continue
-        except Exception as e:  # a bug of ours on this file: report it, keep going with the others
-            broken.append(path)
-            console.fail(f"{path}: internal error {type(e).__name__}: {e} (please report with the file)")
-            if as_json:
-                click.echo(json.dumps({"path": str(path), "error": f"internal error {type(e).__name__}: {e}"}))
-            continue
-        r = results[-1]
+        r = outcome.result
+        assert r is not None  # an outcome is either an error or a result
+        results.append((outcome.index, r))
         for w in r.warnings:
             console.warn(f"{path}: {w}")
         if as_json:
@@ -135,7 +163,8 @@ def normalize(
                 )
             )
     if not quiet and not as_json:
-        _print_normalize_summary(results, out)
+        # parallel runs finish in any order; the summary shows input order
+        _print_normalize_summary([r for _, r in sorted(results, key=lambda ir: ir[0])], out)
     failed = [e.path for e in bad] + broken
     if failed:
         console.fail(f"{len(failed)} of {len(files)} inputs failed: " + ", ".join(map(str, failed)))
@@ -202,6 +231,9 @@ def analyze(
       layer_summary       per layer path: kernels, calls, GPU time total/mean/min/max, share of total
       layer_name_summary  the same folded over paths, per layer name
       layer_timeline      per range instance: CPU span, GPU span of its kernels, launch latency
+      rank_layer_time     per trace (rank) and layer path: GPU time, with rank/host/device from trace_meta
+      layer_stragglers    per layer path: the slowest rank, its GPU time, the median over ranks, excess, slowdown
+      layer_rank_spread   per layer path across ranks: min/median/max/mean/stddev, max/median, max-min
     Each file is renamed into place only when complete; a failed run leaves earlier outputs intact.
 
     \b

@@ -178,6 +178,8 @@ TRACE_META = _schema(
     ("epoch_offset_ns", i64),
     ("host", s),
     ("rank", i32),
+    ("local_rank", i32),
+    ("device_id", i32),
     ("normalized_at_utc", s),
     ("warnings", s),
 )

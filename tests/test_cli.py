@@ -85,3 +85,14 @@ def test_sql_formats_and_read_only(nsys_out: Path, tmp_path: Path) -> None:
 def test_sql_on_a_folder_that_is_not_normalized(tmp_path: Path) -> None:
     r = tp("sql", tmp_path, "SELECT 1")
     assert r.returncode == 2 and "not a normalized folder" in r.stderr
+
+
+def test_an_internal_error_on_one_input_is_data_not_the_end_of_the_batch(monkeypatch, tmp_path: Path) -> None:
+    from pipeline.normalize import batch
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(batch, "normalize_file", broken)
+    outcome = batch.normalize_one(0, tmp_path / "x.sqlite", tmp_path / "out")
+    assert outcome.internal and "internal error RuntimeError: boom" in outcome.error

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.checks import staged_warnings
+from pipeline.normalize.ranks import fill_rank
 from pipeline.normalize.source import SQLITE_MAGIC, head, sha256_of
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import PART, TraceWriter, is_up_to_date, partition_dir, trace_id_for
@@ -107,6 +108,7 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
         meta = _normalizer(fmt)(path, writer)
         warnings = [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
         warnings += staged_warnings(writer)
+        fill_rank(path, meta, writer, warnings)
         writer.write("trace_meta", trace_meta(path, meta, warnings, sha256=digest.result()))
         writer.commit()
         return Result(path, tid, str(meta.get("source_format", fmt)), dict(writer.rows), warnings=warnings)

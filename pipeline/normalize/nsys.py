@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.nesting import with_nesting
+from pipeline.normalize.ranks import nsys_capture_ranks
 from pipeline.normalize.source import SQLITE_MAGIC, local_file
 from pipeline.store import TraceWriter
 
@@ -311,6 +312,7 @@ def read_meta(db: Sqlite) -> dict[str, object]:
         "capture_time_utc": _session_start(db, "utcTime"),
         "epoch_offset_ns": _session_start(db, "utcEpochNs"),
         "host": _meta_value(db, "META_DATA_EXPORT", "EXPORT_HOST"),
+        **nsys_capture_ranks(db),  # rank/local_rank from the profiled process's env or arguments
     }
 
 
