@@ -54,13 +54,13 @@ def expand_inputs(inputs: tuple[Path, ...]) -> list[Path]:
             and f.name not in NOT_TRACES
             and not any(part.startswith(".") for part in f.relative_to(p).parts)
         )
-        names = {f.name for f in found}
-        files += [
-            f
-            for f in found
-            if not (f.suffix in (".nsys-rep", ".qdrep") and ({f.stem + ".sqlite", f.stem + ".sqlite.gz"} & names))
-        ]
+        files += [f for f in found if not (f.suffix in (".nsys-rep", ".qdrep") and _has_sqlite_beside(f))]
     return files
+
+
+def _has_sqlite_beside(rep: Path) -> bool:
+    """The export of a report sits next to it; normalizing both would give one trace twice."""
+    return any(rep.with_name(rep.stem + ext).is_file() for ext in (".sqlite", ".sqlite.gz"))
 
 
 @main.command()

@@ -96,3 +96,20 @@ def test_an_internal_error_on_one_input_is_data_not_the_end_of_the_batch(monkeyp
     monkeypatch.setattr(batch, "normalize_file", broken)
     outcome = batch.normalize_one(0, tmp_path / "x.sqlite", tmp_path / "out")
     assert outcome.internal and "internal error RuntimeError: boom" in outcome.error
+
+
+def test_folder_scan_skips_a_report_only_beside_its_own_export(tmp_path: Path) -> None:
+    from pipeline.cli import expand_inputs
+
+    for name in (
+        "rank0/nsys.nsys-rep",
+        "rank1/nsys.nsys-rep",
+        "rank1/nsys.sqlite.gz",
+        "rank1/manifest.json",
+        "rank1/capture_model.py",
+        ".staging/x.sqlite",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    got = [p.relative_to(tmp_path).as_posix() for p in expand_inputs((tmp_path,))]
+    assert got == ["rank0/nsys.nsys-rep", "rank1/nsys.sqlite.gz"]
