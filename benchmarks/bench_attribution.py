@@ -36,7 +36,7 @@ PER_STEP = 9  # step + 4 blocks + 4 ops
 def generate(out: Path, kernels: int, ranges: int) -> None:
     """Write kernels/api_calls/nvtx_ranges/trace_meta partitions for trace 'bench' with DuckDB."""
     from pipeline.normalize.nesting import with_nesting
-    from pipeline.schema import TABLES
+    from pipeline.schema import select_list
 
     steps = max(1, ranges // (THREADS * PER_STEP))
     horizon = steps * 1000
@@ -48,9 +48,7 @@ def generate(out: Path, kernels: int, ranges: int) -> None:
 
     def copy(table: str, select: str) -> None:
         have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM ({select})").fetchall()}
-        cols = ", ".join(
-            f"CAST({f.name if f.name in have else 'NULL'} AS {_duck(f.type)}) AS {f.name}" for f in TABLES[table]
-        )
+        cols = select_list(table, have)
         con.execute(f"COPY (SELECT {cols} FROM ({select})) TO '{part(table)}/part-0.parquet' (FORMAT parquet)")
 
     common = "'bench' AS trace_id"
@@ -93,10 +91,6 @@ def generate(out: Path, kernels: int, ranges: int) -> None:
     con.register("nested", nested)
     copy("nvtx_ranges", f"SELECT {common}, * FROM nested")
     copy("trace_meta", f"SELECT {common}, 'bench' AS source_format")
-
-
-def _duck(t: object) -> str:
-    return {"int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "string": "VARCHAR"}[str(t)]
 
 
 NAIVE = """

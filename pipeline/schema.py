@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-#: Bumped when a column changes meaning or type; readers refuse newer majors.
-SCHEMA_VERSION = "1.0"
+#: Minor: columns added (older outputs read with nulls there, and are re-normalized by incremental runs);
+#: major: a column changed meaning or type (readers refuse a newer major).
+SCHEMA_VERSION = "1.1"
 
 _TRACE = pa.field("trace_id", pa.string(), nullable=False)
 
@@ -277,3 +278,19 @@ def conform(table: pa.Table, name: str, trace_id: str) -> pa.Table:
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+_DUCKDB_TYPES = {"int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "bool": "BOOLEAN"}
+
+
+def select_list(name: str, have: set[str]) -> str:
+    """A DuckDB SELECT list giving table ``name`` exactly its schema's columns and types: columns the
+    data lacks (an older minor version, a generator that skips some) come out as typed NULLs."""
+    return ", ".join(
+        f"CAST({f.name if f.name in have else 'NULL'} AS {_DUCKDB_TYPES[str(f.type)]}) AS {f.name}"
+        for f in TABLES[name]
+    )
+
+
+def major(version: str) -> int:
+    return int(str(version).split(".", 1)[0])

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.schema import TABLES, conform
+from pipeline.schema import SCHEMA_VERSION, TABLES, conform
 
 PART = "part-0.parquet"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -58,9 +58,12 @@ def trace_ids(out: Path) -> list[str]:
 
 
 def is_up_to_date(out: Path, trace_id: str, source: Path) -> bool:
-    """True when the trace was normalized after the source last changed (make's rule)."""
+    """True when the trace was normalized after the source last changed (make's rule) by this schema version."""
     marker = partition_dir(out, "trace_meta", trace_id) / PART
-    return marker.exists() and marker.stat().st_mtime >= source.stat().st_mtime
+    if not marker.exists() or marker.stat().st_mtime < source.stat().st_mtime:
+        return False
+    written = pq.read_table(marker, columns=["schema_version"]).column(0).to_pylist()
+    return written == [SCHEMA_VERSION]
 
 
 class TraceWriter:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from pipeline.errors import BadInputError
-from pipeline.schema import TABLES
+from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import table_glob
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
@@ -58,10 +58,9 @@ def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, read_only:
             con.register(f"_ds_{name}", ds.dataset(normalized / name, format="parquet", schema=schema))
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _ds_{name}")
         elif any((normalized / name).glob("trace_id=*/*.parquet")):
-            con.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{table_glob(normalized, name)}', "
-                "hive_partitioning = false, union_by_name = true)"
-            )
+            scan = f"read_parquet('{table_glob(normalized, name)}', hive_partitioning = false, union_by_name = true)"
+            have = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM {scan}")
         else:
             con.register(f"_empty_{name}", _empty(schema))
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _empty_{name}")
@@ -101,6 +100,19 @@ def create_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, materi
     return created
 
 
+def _check_schema_versions(normalized: Path) -> None:
+    """Data written by a newer major schema may mean something else in a column: refuse, don't guess."""
+    meta = ds.dataset(normalized / "trace_meta", format="parquet")  # no hive discovery: trace_id is in the files
+    versions = meta.to_table(columns=["schema_version"]).column(0).to_pylist()
+    newer = sorted({v for v in versions if v is not None and major(v) > major(SCHEMA_VERSION)})
+    if newer:
+        raise BadInputError(
+            normalized,
+            f"normalized with schema {', '.join(newer)}; this tracepipe reads {SCHEMA_VERSION} and "
+            "older minors: upgrade tracepipe or re-normalize the traces",
+        )
+
+
 def connect(
     normalized: Path, sql_dir: Path = SQL_DIR, materialize: bool = False, read_only: bool = False
 ) -> duckdb.DuckDBPyConnection:
@@ -111,6 +123,7 @@ def connect(
     """
     if not normalized.is_dir() or not (normalized / "trace_meta").is_dir():
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
+    _check_schema_versions(normalized)
     con = duckdb.connect(":memory:")
     # Bounded memory: DuckDB spills sorts, joins and aggregates to disk past this limit.
     con.execute(f"SET memory_limit = '{os.environ.get('TRACEPIPE_MEMORY_LIMIT', DEFAULT_MEMORY_LIMIT)}'")
