@@ -28,3 +28,9 @@ def test_every_table_and_column_is_documented() -> None:
     for name, schema in TABLES.items():
         assert name in docs, f"docs/schema.md has no section for {name}"
         assert set(schema.names) == docs[name], name
+
+
+def test_docs_name_the_schema_version() -> None:
+    from pipeline.schema import SCHEMA_VERSION
+
+    assert f"(version {SCHEMA_VERSION})" in (ROOT / "docs" / "schema.md").read_text().splitlines()[0]
