@@ -39,8 +39,12 @@ NORMALIZERS: dict[str, str] = {
 
 #: What a file's name promises, checked against what its content is.
 _BY_NAME = {".sqlite": "nsys-sqlite", ".json": "chrome-trace", ".csv": "ncu-csv"}
-_WHAT = {"nsys-sqlite": "an SQLite database", "chrome-trace": "a JSON chrome trace", "ncu-csv": "an ncu CSV"}
-_WHAT["layer-shapes"] = "a tracepipe layer_shapes file"
+_WHAT = {
+    "nsys-sqlite": "an SQLite database",
+    "chrome-trace": "a JSON chrome trace",
+    "ncu-csv": "an ncu CSV",
+    "layer-shapes": "a tracepipe layer_shapes file",
+}
 #: Content formats that keep a name's promise of another (a capture's layer_shapes.json is JSON too).
 _ALSO = {"layer-shapes": "chrome-trace"}
 
