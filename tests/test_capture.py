@@ -24,10 +24,11 @@ from pipeline.capture import macs
 from pipeline.capture.annotate import GlobalAnnotator, LayerRecorder, ModelAnnotator, RangeBackend, name_depth
 from pipeline.capture.cli import user_script
 from pipeline.capture.manifest import build_manifest
+from pipeline.capture.runner import load_factory
 from pipeline.cli import main
 from pipeline.errors import BadInputError
 from pipeline.normalize import detect_format, normalize_file
-from tests.test_nsys import q
+from tests.conftest import SAMPLES, q
 
 
 class Recorder(RangeBackend):
@@ -46,21 +47,11 @@ class Recorder(RangeBackend):
         super().pop()
 
 
-class SmallCNN(nn.Module):
-    """sample_traces/h200_smallcnn's model: note ``relu`` is called twice per forward."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(32, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.relu(self.conv1(x))
-        x = self.relu(self.conv2(x))
-        return self.fc(self.pool(x).flatten(1))
+def SmallCNN() -> nn.Module:
+    """The model of sample_traces/h200_smallcnn*, loaded from the capture's own factory file (the one
+    `tracepipe capture -m capture_model.py:make` ran), so the test and the sample cannot drift apart.
+    Note ``relu`` is called twice per forward."""
+    return load_factory(f"{SAMPLES / 'h200_smallcnn_annotated' / 'capture_model.py'}:make")()
 
 
 class Nested(nn.Module):
