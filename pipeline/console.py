@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
@@ -35,7 +34,3 @@ def fail(message: str) -> None:
 
 def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()

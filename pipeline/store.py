@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -139,17 +139,3 @@ def _replace(src: Path | None, dest: Path) -> None:
         os.replace(src, dest)
     if trash is not None:
         shutil.rmtree(trash, ignore_errors=True)
-
-
-def remove_trace(out: Path, trace_id: str) -> None:
-    for table in TABLES:
-        d = partition_dir(out, table, trace_id)
-        if d.exists():
-            _replace(None, d)
-
-
-def iter_tables(out: Path) -> Iterator[str]:
-    """Names of the schema tables that at least one trace in ``out`` has."""
-    for table in TABLES:
-        if any((out / table).glob("trace_id=*/*.parquet")):
-            yield table
