@@ -287,6 +287,50 @@ def test_layouts_and_chunking_give_the_same_tables(chrome_out: Path, tmp_path: P
         assert bool(slow) == (name in ("array", "nested")), name
 
 
+def _pieces_both_ways(events: list[dict]) -> tuple[chrome._Piece, chrome._Piece]:
+    chunk = json.dumps(events).encode()
+    return chrome._decode_piece(chunk, exact=False), chrome._Piece(chrome._decoder(False).decode(chunk), False)
+
+
+def test_one_pass_decode_equals_the_general_decode() -> None:
+    # The real events without the metadata at the file's end (no "cat"): every event has a known category,
+    # so the one-pass (tagged) decode takes them, and each table equals the two-pass decode's.
+    events = [e for e in raw_trace(float)["traceEvents"] if "cat" in e]
+    assert len(events) == 389 - 60
+    chrome._TAGGED.decode(json.dumps(events).encode())  # validates: the fast path is the one under test
+    fast, general = _pieces_both_ways(events)
+    assert sorted(fast.tables) == ["cpu_op", "cuda_runtime", "kernel", "python_function"]
+    assert {c: t.num_rows for c, t in fast.tables.items()} == {
+        "cpu_op": 27,
+        "cuda_runtime": 13,
+        "kernel": 8,
+        "python_function": 258,
+    }
+    for cat, table in general.tables.items():
+        assert fast.tables[cat].equals(table), cat
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"cat": "some_future_category"},  # unknown category
+        {"ph": "i"},  # a used category's event that is not a complete ("X") event: not taken
+        {"args": None},
+    ],
+)
+def test_events_the_one_pass_decode_rejects_go_the_general_way(change: dict) -> None:
+    events = [e for e in raw_trace(float)["traceEvents"] if "cat" in e]
+    i = next(i for i, e in enumerate(events) if e["cat"] == "cpu_op")
+    events[i] = {**events[i], **change}
+    with pytest.raises(chrome.msgspec.ValidationError):
+        chrome._TAGGED.decode(json.dumps(events).encode())
+    fast, general = _pieces_both_ways(events)
+    assert fast.tables.keys() == general.tables.keys()
+    for cat, table in general.tables.items():
+        assert fast.tables[cat].equals(table), cat
+    assert fast.tables["cpu_op"].num_rows == (27 if "args" in change else 26)
+
+
 # --- bad input -------------------------------------------------------------------------------------
 
 
