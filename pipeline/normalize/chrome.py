@@ -26,17 +26,12 @@ A trace with larger values is decoded again with ``decimal.Decimal`` fields (exa
 
 from __future__ import annotations
 
-import fcntl
 import mmap
-import multiprocessing
-import os
-import pickle
 import re
-import selectors
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from decimal import ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
 from itertools import repeat
@@ -51,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import BadInputError
+from pipeline.normalize import forked
 from pipeline.normalize.nesting import with_nesting
 from pipeline.normalize.source import is_gzip, read_all
 from pipeline.store import TraceWriter
@@ -648,13 +644,7 @@ def _decode_piece(chunk: bytes, exact: bool) -> _Piece:
 
 def _workers(pieces: int) -> int:
     """Worker processes to fork: one per core, none where fork is missing or not allowed (daemon children)."""
-    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
-        return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, cores, pieces))
+    return max(1, min(MAX_WORKERS, forked.cores(), pieces)) if forked.available() else 1
 
 
 def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]], exact: bool) -> _Collector:
@@ -665,102 +655,12 @@ def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]], exact:
     n = _workers(len(ranges))
     _WORK = (data, ranges, exact)
     try:
-        if n == 1:
-            for i in range(len(ranges)):
-                out.add(_piece_at(i))
-            return out
-        for piece in _forked(n, len(ranges)):  # in file order: ties keep their order
+        pieces = map(_piece_at, range(len(ranges))) if n == 1 else forked.imap(_piece_at, len(ranges), n)
+        for piece in pieces:  # in file order: ties keep their order
             out.add(piece)
         return out
     finally:
         _WORK = None
-
-
-def _forked(n: int, count: int) -> Iterator[_Piece]:
-    """``_piece_at(i)`` for i in range(count), in order; piece i is decoded by forked child ``i % n``.
-
-    Plain fork + one pipe per child instead of ``multiprocessing.Pool``: the Pool's three helper threads
-    (task feeding, result unpickling, worker watching) measured ~0.6 s of parent CPU on a 500 MB trace,
-    taken from the two cores the children need.  Each child sends length-prefixed pickles of
-    ``(True, piece)`` or ``(False, exception)``; the parent reads every pipe as data arrives (a child is
-    never blocked on a full pipe while the parent waits for another) and yields the pieces in order.
-    """
-    children: list[tuple[int, int]] = []  # (pid, read fd)
-    try:
-        for k in range(n):
-            r, w = _pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: never returns into the caller's code
-                code = 0
-                try:
-                    os.close(r)
-                    for _, other in children:
-                        os.close(other)
-                    with open(w, "wb") as pipe:
-                        for i in range(k, count, n):
-                            try:
-                                ok, msg = True, pickle.dumps((True, _piece_at(i)), pickle.HIGHEST_PROTOCOL)
-                            except Exception as e:  # re-raised in the parent
-                                ok, msg = False, pickle.dumps((False, e), pickle.HIGHEST_PROTOCOL)
-                            pipe.write(len(msg).to_bytes(8, "little"))
-                            pipe.write(msg)
-                            pipe.flush()
-                            if not ok:
-                                break
-                except BaseException:  # a broken pipe (parent gone) or worse: just exit
-                    code = 1
-                finally:
-                    os._exit(code)
-            os.close(w)
-            children.append((pid, r))
-        yield from _in_order([r for _, r in children], count)
-    finally:
-        for _, r in children:
-            os.close(r)  # a child still writing gets EPIPE and exits
-        for pid, _ in children:
-            os.waitpid(pid, 0)
-
-
-def _pipe() -> tuple[int, int]:
-    """A pipe with a 1 MB buffer where Linux allows (the default 64 KB meant ~2000 reads and wake-ups for a
-    500 MB trace's pieces; larger chunks halve the parent's read time)."""
-    r, w = os.pipe()
-    with suppress(OSError):  # above /proc/sys/fs/pipe-max-size, or not Linux: the default size works too
-        fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-    return r, w
-
-
-def _in_order(fds: list[int], count: int) -> Iterator[_Piece]:
-    """Unpickle the children's messages and yield them in piece order (piece i from ``fds[i % n]``)."""
-    n = len(fds)
-    bufs = [bytearray() for _ in fds]
-    ready: list[list] = [[] for _ in fds]  # decoded messages per child, oldest first
-    sel = selectors.DefaultSelector()
-    for k, fd in enumerate(fds):
-        sel.register(fd, selectors.EVENT_READ, k)
-    try:
-        for i in range(count):
-            k = i % n
-            while not ready[k]:
-                for key, _ in sel.select():
-                    j = key.data
-                    chunk = os.read(key.fd, 1 << 20)
-                    if not chunk:
-                        sel.unregister(key.fd)
-                        if not ready[j] and j == k:
-                            raise RuntimeError("a chrome-trace decode worker died (out of memory?)")
-                        continue
-                    buf = bufs[j]
-                    buf += chunk
-                    while len(buf) >= 8 and len(buf) >= 8 + (size := int.from_bytes(buf[:8], "little")):
-                        ready[j].append(pickle.loads(memoryview(buf)[8 : 8 + size]))
-                        del buf[: 8 + size]
-            ok, value = ready[k].pop(0)
-            if not ok:
-                raise value
-            yield value
-    finally:
-        sel.close()
 
 
 def _collect_slow(path: Path, trace: _Trace, exact: bool) -> _Collector:
