@@ -855,20 +855,14 @@ def _call_stacks(ops: pa.Table, py: pa.Table) -> pa.Array:
     encloses it, so the walk ends at the innermost frame still open).  Stacks are then built once per
     distinct innermost frame by walking parent links one level per step for all of them at once.
     """
-    py_thread, op_thread = _thread_keys(py, ops)
-    py_start, py_end = _np(py["start_ns"]), _np(py["end_ns"])
-    parent = _parent_rows(py)
-    op_start = _np(ops["start_ns"])
-    leaf = np.full(ops.num_rows, -1, dtype=np.int64)
-    order = np.lexsort((py_start, py_thread))
-    sorted_thread, sorted_start = py_thread[order], py_start[order]
-    for t in np.unique(op_thread):
-        lo, hi = np.searchsorted(sorted_thread, [t, t + 1])
-        if lo == hi:
-            continue
-        mine = np.flatnonzero(op_thread == t)
-        pos = np.searchsorted(sorted_start[lo:hi], op_start[mine], side="right") - 1
-        leaf[mine] = np.where(pos >= 0, order[lo + np.maximum(pos, 0)], -1)
+    with ThreadPoolExecutor(1, thread_name_prefix="chrome-parents") as pool:
+        # Independent of the search below and mostly numpy (GIL released): the two overlap on 2 cores.
+        parents = pool.submit(_parent_rows, py)
+        py_thread, op_thread = _thread_keys(py, ops)
+        py_start, py_end = _np(py["start_ns"]), _np(py["end_ns"])
+        op_start = _np(ops["start_ns"])
+        leaf = _latest_started(py_thread, py_start, op_thread, op_start)
+        parent = parents.result()
     for _ in range(py.num_rows):  # bounded: a parent chain is never longer than the number of events
         ended = np.flatnonzero(leaf >= 0)
         ended = ended[py_end[leaf[ended]] <= op_start[ended]]
@@ -899,6 +893,23 @@ def _call_stacks(ops: pa.Table, py: pa.Table) -> pa.Array:
     return pa.concat_arrays([stacks, pa.nulls(1, pa.string())]).take(pa.array(slot))
 
 
+def _latest_started(
+    py_thread: np.ndarray, py_start: np.ndarray, op_thread: np.ndarray, op_start: np.ndarray
+) -> np.ndarray:
+    """Per op: the row of the python event on its thread that started last at or before it (-1: none)."""
+    leaf = np.full(len(op_start), -1, dtype=np.int64)
+    order = np.lexsort((py_start, py_thread))
+    sorted_thread, sorted_start = py_thread[order], py_start[order]
+    for t in np.unique(op_thread):
+        lo, hi = np.searchsorted(sorted_thread, [t, t + 1])
+        if lo == hi:
+            continue
+        mine = np.flatnonzero(op_thread == t)
+        pos = np.searchsorted(sorted_start[lo:hi], op_start[mine], side="right") - 1
+        leaf[mine] = np.where(pos >= 0, order[lo + np.maximum(pos, 0)], -1)
+    return leaf
+
+
 def _thread_keys(py: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """One int64 per (pid, tid), the same for python events and ops (Linux ids fit in 31 bits)."""
 
@@ -912,7 +923,7 @@ def _parent_rows(py: pa.Table) -> np.ndarray:
     """Row of each python event's caller (by ``Python parent id`` within its process), -1 if none."""
     pid, ids, parents = _np(py["pid"]), _np(py["python_id"]), _np(py["python_parent_id"])
     out = np.full(py.num_rows, -1, dtype=np.int64)
-    for p in np.unique(pid):
+    for p in pc.unique(pid).to_numpy():  # a hash, not np.unique's sort of every row
         rows = np.flatnonzero(pid == p)
         have = rows[ids[rows] >= 0]
         if not have.size:
