@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import copy
 import gzip
+import importlib.util
 import json
 import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -429,3 +432,33 @@ def test_workers_fall_back_to_exact_timestamps(tmp_path: Path, monkeypatch) -> N
     out = tmp_path / "out"
     normalize_file(write_trace(trace, tmp_path / "big" / "trace.json"), out)
     assert [r[0] for r in q(out, "SELECT start_ns FROM kernels ORDER BY 1")] == want
+
+
+_WORKER_PROBE = """
+import gzip, json, sys
+from pipeline.normalize import chrome, forked
+events = [e for e in json.loads(gzip.decompress(open(sys.argv[1], "rb").read()))["traceEvents"] if "cat" in e]
+chunks = [json.dumps(events[i : i + 40]).encode() for i in range(0, len(events), 40)]
+
+def probe(i):
+    rows = sum(t.num_rows for t in chrome._decode_piece(chunks[i], False).tables.values())
+    return rows, "pandas" in sys.modules
+
+got = list(forked.imap(probe, len(chunks), 2, init=chrome._without_pandas))
+print(json.dumps({"rows": sum(r for r, _ in got), "worker_pandas": any(p for _, p in got),
+                  "parent_before": "pandas" in sys.modules}))
+chrome._warm_pyarrow().join()
+print("pandas" in sys.modules)
+"""
+
+
+def test_decode_workers_never_import_pandas() -> None:
+    # pyarrow imports pandas on its first list/numpy conversion (~0.35 s per process); the workers make it
+    # look absent and still build every table, while the parent imports it in the background for later.
+    assert importlib.util.find_spec("pandas") is not None  # installed here, so the test can fail
+    proc = subprocess.run(
+        [sys.executable, "-c", _WORKER_PROBE, str(SAMPLE)], capture_output=True, text=True, check=True
+    )
+    first, warmed = proc.stdout.splitlines()
+    assert json.loads(first) == {"rows": 306, "worker_pandas": False, "parent_before": False}
+    assert warmed == "True"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import mmap
 import re
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -654,13 +655,47 @@ def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]], exact:
     out = _Collector()
     n = _workers(len(ranges))
     _WORK = (data, ranges, exact)
+    if n == 1:
+        try:
+            for piece in map(_piece_at, range(len(ranges))):
+                out.add(piece)
+            return out
+        finally:
+            _WORK = None
+    warm = None
     try:
-        pieces = map(_piece_at, range(len(ranges))) if n == 1 else forked.imap(_piece_at, len(ranges), n)
-        for piece in pieces:  # in file order: ties keep their order
+        for piece in forked.imap(_piece_at, len(ranges), n, init=_without_pandas):  # in file order
+            if warm is None:  # the workers are forked: a thread is safe now (see _warm_pyarrow)
+                warm = _warm_pyarrow()
             out.add(piece)
         return out
     finally:
         _WORK = None
+        if warm is not None:
+            warm.join()  # before anything forks again: a fork must not copy a half-done import
+
+
+class _NoPandas:
+    """A meta path finder that makes pandas look absent (pyarrow then never imports it)."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not used in chrome-trace decode workers")
+
+
+def _without_pandas() -> None:
+    """In a decode worker (a forked child that only decodes and exits): pyarrow imports pandas, when
+    installed, on its first conversion of a list or numpy array; that is ~0.35 s of CPU per process for
+    nothing a worker uses, and it would delay every worker's start (or the fork, if done before it)."""
+    sys.meta_path.insert(0, _NoPandas())
+
+
+def _warm_pyarrow() -> threading.Thread:
+    """Have pyarrow import pandas (when installed) in a thread while the workers decode, so that the merge
+    and table steps after the decode do not wait for it."""
+    warm = threading.Thread(target=lambda: pc.add(pa.array(np.zeros(1, np.int64)), 0), daemon=True)
+    warm.start()
+    return warm
 
 
 def _collect_slow(path: Path, trace: _Trace, exact: bool) -> _Collector:
@@ -684,12 +719,7 @@ def _collect_slow(path: Path, trace: _Trace, exact: bool) -> _Collector:
 
 def _events(path: Path) -> tuple[_Trace, _Collector]:
     """Decode every event: fast split first, exact Decimal timestamps only if the values need them."""
-    # pyarrow imports pandas (when installed) on its first numpy conversion: do that once here, while the file
-    # is read (the read releases the GIL), not once in every worker.
-    warm = threading.Thread(target=lambda: pc.add(pa.array(np.zeros(1, np.int64)), 0), daemon=True)
-    warm.start()
     data, trace, ranges = _read(path)
-    warm.join()
     for exact in (False, True):
         try:
             if ranges is not None:

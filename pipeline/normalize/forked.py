@@ -49,8 +49,10 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def imap(fn: Callable[[int], T], count: int, children: int) -> Iterator[T]:
+def imap(fn: Callable[[int], T], count: int, children: int, init: Callable[[], None] | None = None) -> Iterator[T]:
     """``fn(0), fn(1), ...`` computed in ``children`` forked processes, yielded in index order.
+
+    ``init`` runs once in each child before its first ``fn``.
 
     An exception raised by ``fn(i)`` is re-raised here when result ``i`` is due; a child that dies
     (killed for memory, say) raises RuntimeError once no live child can still deliver the missing result.
@@ -67,6 +69,8 @@ def imap(fn: Callable[[int], T], count: int, children: int) -> Iterator[T]:
                     os.close(r)
                     for _, other in kids:
                         os.close(other)
+                    if init is not None:
+                        init()
                     _serve(fn, count, counter, w)
                 except BaseException:  # a broken pipe (parent gone) or worse: just exit
                     code = 1
