@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import hashlib
 import importlib.util
 import json
 import sqlite3
@@ -161,6 +162,8 @@ def test_meta(chrome_out: Path) -> None:
     assert fmt == "chrome-trace"
     assert version == "chrome trace schema 1; cupti 130001; cuda runtime 13000; cuda driver 13000"
     assert epoch == raw_trace()["baseTimeNanoseconds"] == 1790857026000000000
+    # The input's identity, as `sha256sum` prints it (the gzip file's bytes, as given).
+    assert q(chrome_out, "SELECT source_sha256 FROM trace_meta") == [(hashlib.sha256(SAMPLE.read_bytes()).hexdigest(),)]
 
 
 def test_op_columns_and_call_stacks(chrome_out: Path) -> None:
