@@ -90,6 +90,15 @@ def _child(mode: str, path: str) -> None:
             trace = json.load(f)
         df = pd.DataFrame(trace["traceEvents"])
         rows = len(df)
+    elif mode == "decode":
+        # The baseline's scope (JSON -> tables in memory), for comparison: the events decoded and merged
+        # into one Arrow table per category, exact ns timestamps, nothing linked, sorted or written.
+        from pipeline.normalize import chrome
+
+        with chrome._arrow_pool():
+            _, got = chrome._events(Path(path))
+            tables = [got.table(cat) for cat in chrome._CATS]
+        rows = sum(t.num_rows for t in tables if t is not None)
     else:
         from pipeline.normalize import normalize_file
 
@@ -138,9 +147,10 @@ def main() -> None:
         size = path.stat().st_size
         print(f"synthetic trace: {size / 1e6:.0f} MB, {n} events (generated in {time.perf_counter() - t:.1f} s)")
         # Interleaved (ours, baseline, ours, ...) so that a slow spell of a shared machine hits both sides.
-        runs: dict[str, list[dict]] = {"ours": [], "baseline": []}
+        runs: dict[str, list[dict]] = {"ours": [], "decode": [], "baseline": []}
+        sides = (("ours", "tracepipe normalize"), ("decode", "  its decode stage"), ("baseline", "json.load + pandas"))
         for i in range(args.repeat):
-            for mode, name in (("ours", "tracepipe normalize"), ("baseline", "json.load + pandas")):
+            for mode, name in sides:
                 r = run(mode, path)
                 runs[mode].append(r)
                 workers = f", largest worker {r['worker_rss'] / 1e6:.0f} MB" if r["worker_rss"] else ""
@@ -148,12 +158,16 @@ def main() -> None:
                     f"run {i + 1} {name:22s} {r['secs']:7.2f} s  {size / 1e6 / r['secs']:7.1f} MB/s  "
                     f"CPU {r['cpu']:6.2f} s  peak RSS {r['rss'] / 1e6:7.0f} MB ({r['rss'] / size:.2f}x file{workers})"
                 )
-        ours, base = ([r["secs"] for r in runs[m]] for m in ("ours", "baseline"))
+        ours, decode, base = ([r["secs"] for r in runs[m]] for m, _ in sides)
         rss = max(r["rss"] for r in runs["ours"])
         print(
             f"median: ours {_median(ours):.2f} s, baseline {_median(base):.2f} s; "
             f"speedup: {_median(base) / _median(ours):.1f}x (best runs: {min(base) / min(ours):.1f}x); "
             f"ours peak RSS {rss / size:.2f}x the file, {rss / max(r['rss'] for r in runs['baseline']):.2f}x baseline's"
+        )
+        print(
+            f"decode stage alone (the baseline's scope: JSON -> tables in memory): median {_median(decode):.2f} s, "
+            f"{_median(base) / _median(decode):.1f}x the baseline"
         )
 
 
