@@ -66,6 +66,17 @@ def is_up_to_date(out: Path, trace_id: str, source: Path) -> bool:
     return written == [SCHEMA_VERSION]
 
 
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """Parquet dictionary encoding for the text columns only.
+
+    Names, kinds and call stacks repeat and shrink to a small dictionary; ids and nanosecond timestamps
+    are nearly all distinct, so a dictionary for them is built only to be abandoned page by page. Measured
+    on the 500 MB chrome benchmark's tables: ops 0.063 vs 0.132 s and 1.3 vs 2.5 MB, api_calls 0.025 vs
+    0.062 s and 0.9 vs 1.8 MB, against dictionary encoding every column (pyarrow's default).
+    """
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+
+
 class TraceWriter:
     """Writes one trace's tables to staging, then commits them all with renames."""
 
@@ -89,7 +100,7 @@ class TraceWriter:
         path = self._path(table)
         schema = TABLES[table]
         rows = 0
-        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=_dictionary_columns(schema)) as writer:
             for batch in batches:
                 t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
                 t = conform(t, table, self.trace_id)
