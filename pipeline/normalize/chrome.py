@@ -666,17 +666,14 @@ def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]], exact:
     out = _Collector()
     n = _workers(len(ranges))
     _WORK = (data, ranges, exact)
-    if n == 1:
-        try:
-            for piece in map(_piece_at, range(len(ranges))):
-                out.add(piece)
-            return out
-        finally:
-            _WORK = None
     warm = None
     try:
-        for piece in forked.imap(_piece_at, len(ranges), n, init=_without_pandas):  # in file order
-            if warm is None:  # the workers are forked: a thread is safe now (see _warm_pyarrow)
+        if n == 1:
+            pieces: Iterator[_Piece] = map(_piece_at, range(len(ranges)))
+        else:
+            pieces = forked.imap(_piece_at, len(ranges), n, init=_without_pandas)
+        for piece in pieces:  # in file order: ties keep their order
+            if warm is None and n > 1:  # the workers are forked: a thread is safe now (see _warm_pyarrow)
                 warm = _warm_pyarrow()
             out.add(piece)
         return out

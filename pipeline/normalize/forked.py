@@ -143,29 +143,29 @@ class _Frames:
     def _expect(self, n: int, stage: str) -> None:
         self.buf, self.got, self.stage = bytearray(n), 0, stage
 
-    def read(self) -> list[object]:
-        """Whatever results the bytes now in the pipe complete; EOFError when the child has exited."""
+    def read(self) -> tuple[int, bool, object] | None:
+        """The result the bytes now in the pipe complete, if any; EOFError when the child has exited."""
         n = os.readv(self.fd, [memoryview(self.buf)[self.got :]])
         if n == 0:
             raise EOFError
         self.got += n
         if self.got < len(self.buf):
-            return []
+            return None
         if self.stage == "count":
             (parts,) = _U64.unpack(self.buf)
             self._expect(8 * parts, "sizes")
-            return []
+            return None
         if self.stage == "sizes":
             self.sizes = struct.unpack(f"<{len(self.buf) // 8}Q", self.buf)
             self._expect(sum(map(_padded, self.sizes)), "body")
-            return []
+            return None
         body, views, at = memoryview(self.buf), [], 0
         for size in self.sizes:
             views.append(body[at : at + size])
             at += _padded(size)
         obj = pickle.loads(views[0], buffers=views[1:])
         self._expect(8, "count")
-        return [obj]
+        return obj
 
 
 def _in_order(fds: list[int], count: int) -> Iterator[object]:
@@ -183,11 +183,12 @@ def _in_order(fds: list[int], count: int) -> Iterator[object]:
                     raise RuntimeError("a forked worker died before sending its result (out of memory?)")
                 for key, _ in sel.select():
                     try:
-                        results = frames[key.fd].read()
+                        result = frames[key.fd].read()
                     except EOFError:
                         sel.unregister(key.fd)
                         continue
-                    for j, ok, value in results:
+                    if result is not None:
+                        j, ok, value = result
                         done[j] = (ok, value)
             ok, value = done.pop(i)
             if not ok:

@@ -77,7 +77,7 @@ def local_file(path: Path, suffix: str) -> Iterator[Path]:
 
 def sha256_of(path: Path) -> str:
     """Hashed from a memory map where the file can be mapped (no copy out of the page cache: ~10% less CPU
-    than reading it in chunks), else read in 1 MB chunks."""
+    than reading it in chunks), else read through ``hashlib.file_digest``."""
     with open(path, "rb") as f:
         try:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
