@@ -23,7 +23,10 @@ from pipeline.normalize import normalize_file
 from tests.conftest import SAMPLES, SMALLCNN, q
 
 SCHEMAS = SAMPLES / "nsys_schemas"
-TODAY = {"2025.3": SMALLCNN / "nsys.sqlite.gz", "3.25": SAMPLES / "external" / "nsysai_2026.2_mfu_2gpu_before.sqlite.gz"}
+TODAY = {
+    "2025.3": SMALLCNN / "nsys.sqlite.gz",
+    "3.25": SAMPLES / "external" / "nsysai_2026.2_mfu_2gpu_before.sqlite.gz",
+}
 LAYOUTS = [p.stem.removeprefix("export_schema_") for p in sorted(SCHEMAS.glob("export_schema_*.sql"))] + list(TODAY)
 
 PID, TID = 100, 101
