@@ -58,7 +58,7 @@ def innermost(ranges: list[tuple[int, int, str]], starts: list[int], t: int) -> 
     walking back from the last one started at or before ``t``, the first still open."""
     i = bisect.bisect_right(starts, t) - 1
     while i >= 0:
-        start, end, text = ranges[i]
+        _, end, text = ranges[i]
         if end >= t:
             return text
         i -= 1
