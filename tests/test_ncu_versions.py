@@ -55,9 +55,8 @@ def old_details(units: str, nvtx: bool) -> str:
             unit, value = (bu, bv) if units == "base" else (au, av)
             lead = [str(launch), "28439", "cfd_000", "127.0.0.1"]
             stack = ['854  "<default domain>:step:none:0:none:0:none:0"  "<default domain>:flux:none:0:none:0:none:0"']
-            rows.append(
-                lead + (stack if nvtx else []) + [KERNEL, "2020-May-29 12:02:46", "1", "7", section, metric, unit, value]
-            )
+            cells = [KERNEL, "2020-May-29 12:02:46", "1", "7", section, metric, unit, value]
+            rows.append(lead + (stack if nvtx else []) + cells)
     return csv_text(rows)
 
 
@@ -97,7 +96,7 @@ def test_2020_details_layout(tmp_path: Path, units: str, nvtx: bool) -> None:
 
 
 def test_2020_raw_layout_kernel_time_is_not_a_metric(tmp_path: Path) -> None:
-    header = OLD_DETAILS_HEADER[:8] + ["gpu__time_duration.sum", "launch__grid_size", "launch__block_size"]
+    header = [*OLD_DETAILS_HEADER[:8], "gpu__time_duration.sum", "launch__grid_size", "launch__block_size"]
     units = [""] * 8 + ["nsecond", "", ""]
     rows = [header, units]
     rows += [[str(i), "28439", "cfd_000", "127.0.0.1", KERNEL, "2020-May-29 12:02:46", "1", "7", "8,992", "506", "192"]
@@ -124,8 +123,8 @@ def range_replay_rows(ranges: list[str]) -> list[list[str]]:
     for i, name in enumerate(ranges):
         stack = f'0  "<default domain>:{name}:none:0:none:0:none:0"'
         lead = [str(i), "4242", "python3", "127.0.0.1", stack, "range", "1", "n/a", "n/a", "n/a", "0", "9.0"]
-        rows.append(lead + ["GPU Speed Of Light Throughput", "Duration", "us", f"{10 * (i + 1)}.00"])
-        rows.append(lead + ["GPU Speed Of Light Throughput", "DRAM Throughput", "%", "12.5"])
+        rows.append([*lead, "GPU Speed Of Light Throughput", "Duration", "us", f"{10 * (i + 1)}.00"])
+        rows.append([*lead, "GPU Speed Of Light Throughput", "DRAM Throughput", "%", "12.5"])
     return rows
 
 
@@ -154,9 +153,10 @@ def test_app_range_replay_gives_one_row_per_range(tmp_path: Path) -> None:
         ('"Address","Source","Warp Stall Sampling (All Samples)"', "source"),
     ],
 )
-def test_pages_without_launch_rows_are_named(tmp_path: Path, first_line: str, page: str) -> None:
+@pytest.mark.parametrize("chatter", ["==PROF== Connected\n", ""])  # live output, or ncu -i REP --csv > FILE
+def test_pages_without_launch_rows_are_named(tmp_path: Path, first_line: str, page: str, chatter: str) -> None:
     src = tmp_path / "report.csv"
-    src.write_text(f'==PROF== Connected\n{first_line}\n"a","b","c"\n')
+    src.write_text(f'{chatter}{first_line}\n"a","b","c"\n')
     with pytest.raises(BadInputError) as e:
         normalize_file(src, tmp_path / "out")
     msg = str(e.value)

@@ -31,6 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import BadInputError
+from pipeline.normalize.ncu_pages import EXPORT_HINT, other_page
 from pipeline.normalize.source import read_all
 from pipeline.store import TraceWriter
 
@@ -60,18 +61,6 @@ NVTX_START_END = "Id:Domain:Start/Stop_Range"
 LAUNCH_COLUMNS = tuple(cell for cells in LAUNCH_ALIASES.values() for cell in cells)
 #: Kernel Name of a range-replay result (one row set per NVTX / profiler range instead of per kernel).
 RANGE_NAME = "range"
-#: ncu pages without a per-launch table: a header cell that names the page -> the page's name.
-OTHER_PAGES: dict[str, str] = {
-    "Address": "source",
-    "Source": "source",
-    "Attribute": "session",
-    "Device Name": "session",
-    "Launch Settings": "session",
-    "Session": "session",
-    "Start Time": "session",
-    "Process": "session",
-}
-EXPORT_HINT = "export a page we read: ncu -i REPORT.ncu-rep --csv --page raw > FILE.csv (or --page details)"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
 
@@ -147,20 +136,12 @@ def _split(path: Path, data: bytes) -> tuple[bytes, list[str]]:
             raise BadInputError(path, f"ncu reported an error and wrote no table: {errors[0][:200]}")
         if not csv_bytes:
             raise BadInputError(path, "no Nsight Compute CSV table in the file (only ncu log lines)")
-        page = _other_page(csv_bytes)
+        page = other_page(csv_bytes)
         if page:
-            raise BadInputError(path, f"this is ncu's --page {page} export, which has no per-launch table: {EXPORT_HINT}")
-        raise BadInputError(
-            path, f'not an Nsight Compute raw or details CSV (the table does not start with "ID","Process ID"): {EXPORT_HINT}'
-        )
+            raise BadInputError(path, f"this is ncu's --page {page} export, with no per-launch table: {EXPORT_HINT}")
+        first = 'not an Nsight Compute raw or details CSV (the table does not start with "ID","Process ID")'
+        raise BadInputError(path, f"{first}: {EXPORT_HINT}")
     return csv_bytes, text_lines
-
-
-def _other_page(csv_bytes: bytes) -> str | None:
-    """The ncu page a CSV table without launch rows comes from, by the cells of its first line (OTHER_PAGES)."""
-    first = csv_bytes.split(b"\n", 1)[0].decode("utf-8", "replace")
-    cells = {c.strip().strip('"') for c in first.split(",")}
-    return next((page for cell, page in OTHER_PAGES.items() if cell in cells), None)
 
 
 def _check_complete(path: Path, csv_bytes: bytes) -> None:
