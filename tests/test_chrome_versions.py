@@ -124,3 +124,14 @@ def test_no_thread_runs_when_decode_workers_fork(tmp_path: Path, monkeypatch: py
     path.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
     normalize_file(path, tmp_path / "out")
     assert threads_at_fork == [1, 1]
+
+
+def test_numeric_text_ids_beyond_int64_stay_text(tmp_path: Path) -> None:
+    trace = events()
+    big = str(2**64)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "cpu_op":
+            e["tid"] = big
+    out, warnings = normalized(trace, tmp_path, "big")
+    assert warnings == [f"thread/process ids given as text kept as stable numbers: '{big}' = {text_id(big)}"]
+    assert q(out, "SELECT DISTINCT tid FROM ops") == [(text_id(big),)]
