@@ -292,13 +292,12 @@ def write_views(
     """
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, int] = {}
-    scratch: list[Path] = []
+    scratch: dict[str, Path] = {}
     try:
         for view in _views_to_write(views, sql_dir):
             parquet = out / f"{view}.parquet"
             if view not in views or "parquet" not in formats:
-                parquet = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
-                scratch.append(parquet)
+                parquet = scratch[view] = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
             _copy(con, view, parquet, "parquet")
             _read_back(con, view, parquet)
             if view not in views:
@@ -310,6 +309,8 @@ def write_views(
             if done is not None:
                 done(view)
     finally:
-        for path in scratch:
+        files = view_files(sql_dir)
+        for view, path in scratch.items():  # back to its SQL: the connection stays usable
+            con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
             path.unlink(missing_ok=True)
     return rows
