@@ -19,11 +19,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import table_glob
-
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
 #: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
 DEFAULT_MEMORY_LIMIT = "3GB"
@@ -114,13 +113,14 @@ def _check_schema_versions(normalized: Path) -> None:
 
 
 def connect(
-    normalized: Path, sql_dir: Path = SQL_DIR, materialize: bool = False, read_only: bool = False
+    normalized: str | Path, sql_dir: Path = SQL_DIR, materialize: bool = False, read_only: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view registered.
 
     ``read_only``: queries can read the views but cannot reach any file (no COPY TO over the normalized
     data, no reading elsewhere); the setting is locked so a query cannot switch it back.
     """
+    normalized = Path(normalized)
     if not normalized.is_dir() or not (normalized / "trace_meta").is_dir():
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
     _check_schema_versions(normalized)

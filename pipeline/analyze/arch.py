@@ -119,5 +119,8 @@ ARCH_LIMITS = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items
 
 
 def arch_limits_table() -> pa.Table:
-    """The table registered as view ``arch_limits`` (see ``PY_TABLES``)."""
+    """SM limits per compute capability (CUDA occupancy calculator constants), to fill a trace's gaps.
+
+    Registered as view ``arch_limits`` (see ``PY_TABLES``); the first line is its ``--help`` description.
+    """
     return pa.Table.from_pylist(ARCH_ROWS, schema=ARCH_LIMITS)
