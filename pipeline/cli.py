@@ -355,6 +355,8 @@ def sql(normalized: Path, query: str | None, fmt: str | None, output: Path | Non
 
     file_format = None
     try:
+        if query is None and (output is not None or fmt == "parquet"):
+            raise OutputError("-o and --format parquet need a QUERY; in the shell, .output FILE writes results")
         if output is not None:
             file_format = format_for(output, fmt)
             output = check_new_file(output, protected=normalized)
@@ -365,7 +367,7 @@ def sql(normalized: Path, query: str | None, fmt: str | None, output: Path | Non
         sys.exit(EXIT_BAD_INPUT)
     con = connect(normalized, read_only=True)
     if query is None:
-        repl(con, normalized)
+        repl(con, normalized, fmt or "table", max_rows)
         return
     try:
         table = run_interruptible(con, lambda: _fetch_all(con, query))

@@ -265,7 +265,8 @@ class Shell:
         if word == ".help":
             self.say(HELP)
         elif word == ".tables" or (word == "\\d" and not arg):
-            self.say(render(self.tables(arg or None), self.mode, 10_000))
+            listing = self.tables(arg or None)
+            self.say(render(listing, self.mode, 10_000) if self.mode != "table" else _aligned(listing))
         elif word in (".schema", "\\d"):
             self.schema(arg)
         elif word == ".mode":
@@ -290,12 +291,15 @@ class Shell:
 
     def tables(self, pattern: str | None = None) -> pa.Table:
         rows = self.con.execute(
-            "SELECT table_name, lower(replace(table_type, 'BASE ', '')) FROM information_schema.tables "
-            "WHERE table_name LIKE ? ORDER BY table_type, table_name",
+            "SELECT table_name, table_type FROM information_schema.tables WHERE table_name LIKE ?",
             [pattern or "%"],
         ).fetchall()
         about = descriptions()
-        public = [(name, "view" if name not in _table_names() else "table") for name, _ in rows if is_public(name)]
+        tables = _table_names()
+        public = sorted(
+            ((name, "table" if name in tables else "view") for name, _ in rows if is_public(name)),
+            key=lambda nk: (nk[1], nk[0]),
+        )
         return pa.table(
             {
                 "name": [n for n, _ in public],
@@ -334,6 +338,13 @@ class Shell:
             self.out.close()
 
 
+def _aligned(listing: pa.Table) -> str:
+    """``.tables`` in table mode: one ``name  kind  description`` line each, as DuckDB's CLI lists names."""
+    rows = listing.to_pylist()
+    pad = max((len(r["name"]) for r in rows), default=0) + 2
+    return "".join(f"{r['name'].ljust(pad)}{r['kind'].ljust(7)}{r['description']}\n" for r in rows)
+
+
 def _table_names() -> set[str]:
     from pipeline.catalog import table_descriptions
 
@@ -349,56 +360,60 @@ def history_path() -> Path:
     return Path(os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY).expanduser()
 
 
-def _lines_from_terminal(shell: Shell) -> Iterator[str | None]:
-    """Lines typed at the terminal (prompt_toolkit: editing, persistent history); None for a Ctrl-C.
-    When stdout is redirected the prompts still go to the terminal, not into the results."""
+def terminal_reader() -> Callable[[bool], str]:
+    """A line reader for the terminal (prompt_toolkit: editing, persistent history). It raises
+    KeyboardInterrupt on Ctrl-C and EOFError on Ctrl-D; when stdout is redirected the prompts still go to
+    the terminal, never into the results."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.output import create_output
 
     output = None if sys.stdout.isatty() else create_output(stdout=sys.stderr)
     session: PromptSession[str] = PromptSession(history=FileHistory(str(history_path())), output=output)
-    continuing = False
-    while True:
-        try:
-            line = session.prompt("· " if continuing else "D ")
-        except KeyboardInterrupt:
-            continuing = False
-            yield None
-            continue
-        except EOFError:
-            return
-        continuing = yield line  # type: ignore[misc]  (the caller says whether a statement is open)
+    return lambda continuing: session.prompt("· " if continuing else "D ")
 
 
-def _lines_from_pipe() -> Iterator[str | None]:
-    for line in sys.stdin:
-        yield line.rstrip("\n")
+def pipe_reader() -> Callable[[bool], str]:
+    """Lines from piped input, with no prompts at all."""
+
+    def read(_continuing: bool) -> str:
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
+
+    return read
 
 
-def repl(con: duckdb.DuckDBPyConnection, normalized: Path | None = None) -> None:
-    """The interactive shell; with piped input it reads statements and prints only results."""
+def repl(
+    con: duckdb.DuckDBPyConnection, normalized: Path | None = None, mode: str = "table", max_rows: int = 40
+) -> None:
+    """The interactive shell; with piped input it reads statements and prints only their results."""
     shell = Shell(con, normalized)
+    shell.mode, shell.max_rows = mode, max_rows
     interactive = sys.stdin.isatty()
     if interactive:
         sys.stderr.write("tracepipe sql: DuckDB shell over the normalized data, read-only. .help for commands.\n")
-    lines = _lines_from_terminal(shell) if interactive else _lines_from_pipe()
+    read = terminal_reader() if interactive else pipe_reader()
     buf = ""
     try:
-        line = next(lines)
         while True:
-            if line is None:  # Ctrl-C at the prompt: drop what was typed
+            try:
+                line = read(bool(buf))
+                if not buf and line.strip().startswith((".", "\\")):
+                    if not shell.dot(line):
+                        break
+                elif buf or line.strip():
+                    buf += line + "\n"
+                    if sqlite3.complete_statement(buf):
+                        statement, buf = buf, ""
+                        shell.execute(statement)
+            except KeyboardInterrupt:  # Ctrl-C: drop the line being typed (a query was stopped in execute)
                 buf = ""
-            elif not buf and line.strip().startswith((".", "\\")):
-                if not shell.dot(line):
-                    break
-            elif buf or line.strip():
-                buf += line + "\n"
-                if sqlite3.complete_statement(buf):
-                    shell.execute(buf)
-                    buf = ""
-            line = lines.send(bool(buf)) if interactive else next(lines)
-    except StopIteration:
+                if not interactive:
+                    raise
+            except EOFError:
+                break
         if buf.strip():  # piped input may end without the last ';'
             shell.execute(buf)
     finally:
