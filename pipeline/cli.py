@@ -296,11 +296,11 @@ def analyze(
     unknown = set(views) - set(view_files(sql_dir))
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, sql_dir, materialize=True)
-    rows = {}
-    for view in console.progress(views, len(views), "analyze", quiet):
-        write_views(con, out, [view], formats)
-        rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+    con = connect(normalized, sql_dir)
+    ticks = console.progress(iter(views), len(views), "analyze", quiet)
+    next(ticks, None)  # the bar shows 0 of N until the first view is written
+    written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None), sql_dir=sql_dir)
+    rows = {view: written[view] for view in views}
     if as_json:
         click.echo(json.dumps(rows))
     elif not quiet:
@@ -345,6 +345,7 @@ def sql(normalized: Path, query: str | None, fmt: str | None, output: Path | Non
     from pipeline.analyze.shell import (
         OutputError,
         check_new_file,
+        fetch,
         first_line,
         format_for,
         render,
@@ -370,7 +371,7 @@ def sql(normalized: Path, query: str | None, fmt: str | None, output: Path | Non
         repl(con, normalized, fmt or "table", max_rows)
         return
     try:
-        table = run_interruptible(con, lambda: _fetch_all(con, query))
+        table = run_interruptible(con, lambda: fetch(con, query))
     except duckdb_error() as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
         console.fail(f"query failed: {first_line(e)}")
         sys.exit(EXIT_BAD_INPUT)
@@ -386,17 +387,6 @@ def duckdb_error() -> type[Exception]:
     import duckdb
 
     return duckdb.Error
-
-
-def _fetch_all(con: Any, query: str) -> Any:
-    """The last statement's result as an Arrow table (None when it returns no rows, e.g. SET)."""
-    import duckdb
-
-    table = None
-    for statement in duckdb.extract_statements(query):
-        rel = con.sql(statement.query)
-        table = rel.to_arrow_table() if rel is not None else None
-    return table
 
 
 def run() -> None:

@@ -32,8 +32,14 @@ def test_open_a_folder_by_str_and_query_it(nsys_out: Path, nsys_sqlite: Path) ->
         assert not any(name.startswith("_") for name in tp.names())
         assert names.filter(pl.col("name") == "layer_summary")["kind"].item() == "view"
         assert tp.schema("kernels")["column_name"].to_list() == TABLES["kernels"].names
-        with pytest.raises(duckdb.Error, match="disabled"):  # read-only: no file can be written
-            tp.con.execute(f"COPY kernels TO '{nsys_out}/x.csv'")
+        for statement in (f"COPY kernels TO '{nsys_out}/x.csv'", "INSTALL httpfs"):
+            with pytest.raises(duckdb.Error, match="not allowed"):  # read-only: nothing written
+                tp.sql(statement)
+        with pytest.raises(duckdb.Error, match="not allowed"):
+            tp.sql("COPY (SELECT * FROM kernels WHERE kernel_id > ?) TO 'x.csv'", [1])
+        with pytest.raises(duckdb.Error):  # the connection itself: no file outside the folder
+            tp.con.execute(f"COPY kernels TO '{nsys_out.parent}/x.csv'")
+        assert not (nsys_out / "x.csv").exists() and not (nsys_out.parent / "x.csv").exists()
         with pytest.raises(KeyError, match="no table or view"):
             tp.table("nope")
 

@@ -7,7 +7,8 @@
     >>> tp.table("kernel_occupancy", trace_id="h200_smallcnn.nsys")
     >>> tp.con                                           # the read-only DuckDB connection itself
 
-Everything is read-only: queries cannot write files or change the normalized data.
+Read-only: ``sql`` refuses statements that could write, and ``con`` runs in DuckDB's sandbox (no file outside
+the folder can be read or written, settings locked).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ __all__ = ["Traces", "__version__", "connect", "describe", "open"]
 
 
 def connect(folder: str | Path) -> duckdb.DuckDBPyConnection:
-    """A read-only DuckDB connection over a normalized folder: every table and every view of sql/."""
+    """A DuckDB connection over a normalized folder with every table and every view of sql/, in DuckDB's
+    sandbox: no file outside the folder can be read or written, settings are locked."""
     from pipeline.analyze import connect as _connect
 
     return _connect(Path(folder), read_only=True)
@@ -44,7 +46,16 @@ class Traces:
         self.con = connect(self.folder)
 
     def sql(self, query: str, params: Any = None) -> pl.DataFrame:
-        """The result of one query as a polars DataFrame (``params`` fill ``?`` / ``$name`` placeholders)."""
+        """The result of a query as a polars DataFrame (``params`` fill ``?`` / ``$name`` placeholders).
+        Like ``tracepipe sql``, it refuses statements that could write (COPY, ATTACH, INSERT ...)."""
+        from pipeline.analyze import READ_ONLY_STATEMENTS, ReadOnlyError, read_only_query
+
+        if params is None:
+            rel = read_only_query(self.con, query)
+            return rel.pl() if rel is not None else pl.DataFrame()
+        for st in duckdb.extract_statements(query):
+            if st.type not in READ_ONLY_STATEMENTS:
+                raise ReadOnlyError(f"{st.type.name} statements are not allowed: tracepipe is read-only")
         return self.con.sql(query, params=params).pl()
 
     def table(self, name: str, trace_id: str | None = None) -> pl.DataFrame:

@@ -29,6 +29,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.analyze import read_only_query
 from pipeline.catalog import descriptions, is_public
 
 #: Formats a result can be printed in (the shell's ``.mode``) and written to a file in (``-o``).
@@ -245,7 +246,7 @@ class Shell:
             return
         for statement in statements:
             try:
-                table = run_interruptible(self.con, lambda q=statement: _fetch(self.con, q))
+                table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
             except KeyboardInterrupt:
                 self.error("interrupted")
                 return
@@ -351,8 +352,10 @@ def _table_names() -> set[str]:
     return set(table_descriptions())
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, statement: str) -> pa.Table | None:
-    rel = con.sql(statement)
+def fetch(con: duckdb.DuckDBPyConnection, query: str) -> pa.Table | None:
+    """The last statement's result as an Arrow table (None when it returns no rows); statements that
+    could write are refused (``read_only_query``: the sandbox alone allows writing inside the data)."""
+    rel = read_only_query(con, query)
     return rel.to_arrow_table() if rel is not None else None
 
 
