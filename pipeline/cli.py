@@ -285,7 +285,7 @@ def analyze(
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
     from pipeline import catalog
-    from pipeline.analyze import connect, default_views, view_files, write_views
+    from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
 
     sql_dir = catalog.SQL_DIR
     if not view_files(sql_dir):
@@ -296,11 +296,15 @@ def analyze(
     unknown = set(views) - set(view_files(sql_dir))
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, sql_dir)
+    # warnings unless -q
+    con = connect(normalized, sql_dir, views=views if quiet else [*views, "analysis_warnings"])
     ticks = console.progress(iter(views), len(views), "analyze", quiet)
     next(ticks, None)  # the bar shows 0 of N until the first view is written
     written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None), sql_dir=sql_dir)
     rows = {view: written[view] for view in views}
+    if not quiet:
+        for line in analysis_warnings(con):
+            console.warn(line)
     if as_json:
         click.echo(json.dumps(rows))
     elif not quiet:

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 import tracepipe
-from pipeline.catalog import view_descriptions
+from pipeline.catalog import table_descriptions, view_descriptions
 from pipeline.errors import BadInputError
 from pipeline.schema import TABLES
 
@@ -28,7 +28,7 @@ def test_open_a_folder_by_str_and_query_it(nsys_out: Path, nsys_sqlite: Path) ->
         assert tp.table("kernel_layers", trace_id=tp.trace_ids()[0]).height == n
         assert tp.sql("SELECT count(*) FROM kernels WHERE duration_ns > ?", [0]).item() == n
         names = tp.tables()
-        assert set(names["name"]) == set(TABLES) | {"arch_limits"} | set(view_descriptions())
+        assert set(names["name"]) == set(table_descriptions()) | set(view_descriptions())
         assert not any(name.startswith("_") for name in tp.names())
         assert names.filter(pl.col("name") == "layer_summary")["kind"].item() == "view"
         assert tp.schema("kernels")["column_name"].to_list() == TABLES["kernels"].names

@@ -12,8 +12,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from pipeline.catalog import view_descriptions
-from pipeline.schema import TABLES
+from pipeline.catalog import table_descriptions, view_descriptions
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The prompt at the start of a line (after the terminal-mode escapes prompt_toolkit writes first), so that
@@ -88,7 +87,7 @@ def test_dot_commands(nsys_out: Path, tmp_path: Path) -> None:
     child.sendline(".tables")
     child.expect(PROMPT)
     listed = [line.split()[0] for line in child.before.splitlines() if line.strip() and ".tables" not in line]
-    assert set(listed) == set(TABLES) | {"arch_limits"} | set(view_descriptions())  # no _ds_/_py_/_empty_ names
+    assert set(listed) == set(table_descriptions()) | set(view_descriptions())  # no _ds_/_py_/_empty_ names
     child.sendline(".schema kernels")
     child.expect_exact("duration_ns")
     child.expect(PROMPT)
