@@ -92,8 +92,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "launch_on_range_end_is_outside",
         "sql/kernel_layers.sql",
-        "AND ls.t > e.end_ns",
-        "AND ls.t >= e.end_ns",
+        "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t",
+        "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns > t",
         "a launch exactly at a range's end is inside it (closed interval, as nsys)",
         (ATTR,),
     ),
