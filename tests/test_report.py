@@ -3,6 +3,7 @@ numbers checked against the raw sqlite and hand computation, optional views draw
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -152,7 +153,7 @@ def test_sm_heatmap_and_macs_from_independent_views(analysis: Path, nsys_sqlite:
 def test_cli_summary_quiet_and_help(analysis: Path, tmp_path: Path) -> None:
     r = tp("report", analysis, "--out", tmp_path / "a")
     assert r.returncode == 0, r.stderr
-    assert "top layers" in r.stdout and "conv2" in r.stdout and "implicit_convolve_sgemm" in r.stdout
+    assert "top layer" in r.stdout and "conv2" in r.stdout and "sm80_xmma_fprop_implicit_gemm" in r.stdout
     assert "report.html" in r.stdout
     r = tp("report", analysis, "--out", tmp_path / "b", "--quiet")
     assert r.returncode == 0 and r.stdout == "" and (tmp_path / "b" / "report.html").is_file()
@@ -202,3 +203,48 @@ def test_demo_pipeline_on_every_sample(tmp_path: Path) -> None:
     no_network(html)
     for png in out.glob("*.png"):
         check_png(png)
+
+
+def many_traces(analysis: Path, dest: Path, n: int) -> list[str]:
+    """The sample's four required views repeated under ``n`` trace ids (only those views: the rest stay optional)."""
+    from pipeline.report.data import REQUIRED
+
+    dest.mkdir()
+    ids = [f"run{i:03d}.nsys" for i in range(n)]
+    for view in REQUIRED:
+        df = pl.read_parquet(analysis / f"{view}.parquet")
+        pl.concat([df.with_columns(pl.lit(t).alias("trace_id")) for t in ids]).write_parquet(dest / f"{view}.parquet")
+    return ids
+
+
+def test_terminal_summary_fits_40_lines_for_many_traces(analysis: Path, tmp_path: Path) -> None:
+    n = 12
+    ids = many_traces(analysis, tmp_path / "a", n)
+    r = tp("report", tmp_path / "a", "--out", tmp_path / "r")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) <= 40, len(lines)
+    shown = [t for t in ids if t in r.stdout]
+    assert shown == ids
+    assert "conv2" in r.stdout  # each row names the trace's top layer (conv2: 45% of the sample's GPU time)
+    # --json is not cut: every trace with its top layers and kernels
+    j = json.loads(tp("report", tmp_path / "a", "--out", tmp_path / "r", "--json").stdout)
+    assert sorted(j["traces"]) == ids and all(len(t["top_layers"]) == 5 for t in j["traces"].values())
+
+
+def test_terminal_summary_cuts_past_40_lines() -> None:
+    """300 traces (a sweep): the table stops in time and says how many traces only the HTML lists."""
+    from rich.console import Console
+
+    from pipeline.report.build import Report, TraceReport
+    from pipeline.report.cli import _print_summary
+
+    top = [{"path": "a/conv", "kernels": 3, "gpu_time_ns": 9, "share_pct": 50.0}]
+    kern = [{"short_name": "k", "launches": 3, "gpu_time_ns": 9, "share_pct": 50.0}]
+    traces = [TraceReport(f"t{i:03d}", 3, 18, top, kern, {"macs": "not available (x)"}) for i in range(300)]
+    cap = Console(width=80, record=True, file=io.StringIO())
+    _print_summary(Report(Path("r/report.html"), [], traces), cap)
+    text = cap.export_text()
+    shown = [t.trace_id for t in traces if t.trace_id in text]
+    assert len(text.splitlines()) <= 40 and len(shown) >= 25
+    assert f"{300 - len(shown)} more trace(s)" in text and "macs in 300" in text

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.console import Console
 
 from pipeline import console
 
@@ -50,28 +51,54 @@ def report(analyzed: Path, out: Path, as_json: bool, quiet: bool) -> None:
         _print_summary(rep)
 
 
-def _print_summary(rep: Report) -> None:
+#: the terminal summary never exceeds this many lines, whatever the number of traces (details: report.html)
+MAX_SUMMARY_LINES = 40
+#: lines the summary spends outside the per-trace rows: table title, header, rules, footer notes
+_SUMMARY_OVERHEAD = 8
+
+
+def _print_summary(rep: Report, con: Console | None = None) -> None:
+    """One row per trace (its top layer and top kernel), cut to fit MAX_SUMMARY_LINES; the rest is in the HTML."""
+    from rich import box
     from rich.table import Table
 
-    for t in rep.traces:
-        console.out.print(
-            f"\n[bold]{t.trace_id}[/]: {t.kernels:,} kernels, {t.gpu_time_ns / 1e3:,.1f} µs GPU time", highlight=False
+    # piped output has no width to fit: 120 columns keep one line per trace without cutting names short
+    if con is None:
+        con = console.out if console.out.is_terminal else Console(width=120)
+
+    rows = MAX_SUMMARY_LINES - _SUMMARY_OVERHEAD
+    shown = rep.traces if len(rep.traces) <= rows else rep.traces[: rows - 1]
+    tbl = Table(
+        title=f"{len(rep.traces)} trace(s): top layer and top kernel each", title_justify="left", box=box.SIMPLE_HEAD
+    )
+    for col, width in (
+        ("trace", 34),
+        ("kernels", None),
+        ("GPU ms", None),
+        ("top layer (share of GPU time)", 30),
+        ("top kernel (share)", 36),
+    ):
+        right = width is None
+        tbl.add_column(col, justify="right" if right else "left", no_wrap=True, overflow="ellipsis", max_width=width)
+    for t in shown:
+        layer = next((r for r in t.top_layers if r["path"] != "(outside ranges)"), None)
+        kern = t.top_kernels[0] if t.top_kernels else None
+        tbl.add_row(
+            t.trace_id,
+            f"{t.kernels:,}",
+            f"{t.gpu_time_ns / 1e6:,.2f}",
+            f"{layer['share_pct']:4.1f}% {layer['path']}" if layer else "—",
+            f"{kern['share_pct']:4.1f}% {kern['short_name']}" if kern else "—",
         )
-        layers = Table(title="top layers (innermost range path)", title_justify="left")
-        for col, right in (("path", False), ("kernels", True), ("GPU µs", True), ("share %", True)):
-            layers.add_column(col, justify="right" if right else "left")
-        for r in t.top_layers:
-            layers.add_row(r["path"], f"{r['kernels']:,}", f"{r['gpu_time_ns'] / 1e3:,.1f}", f"{r['share_pct']:.1f}")
-        kernels = Table(title="top kernels", title_justify="left")
-        for col, right in (("kernel", False), ("launches", True), ("GPU µs", True), ("share %", True)):
-            kernels.add_column(col, justify="right" if right else "left")
-        for r in t.top_kernels:
-            kernels.add_row(
-                r["short_name"], f"{r['launches']:,}", f"{r['gpu_time_ns'] / 1e3:,.1f}", f"{r['share_pct']:.1f}"
-            )
-        console.out.print(layers)
-        console.out.print(kernels)
-        missing = {k: v for k, v in t.sections.items() if v.startswith("not available")}
-        for section, why in missing.items():
-            console.out.print(f"[dim]{section}: {why}[/]", highlight=False)
-    console.out.print(f"\nwrote {rep.html} and {len(rep.pngs)} PNG(s)", highlight=False)
+    if len(shown) < len(rep.traces):
+        tbl.add_row(f"… {len(rep.traces) - len(shown)} more trace(s) in report.html", "", "", "", "")
+    con.print(tbl)
+    missing: dict[str, int] = {}
+    for t in rep.traces:
+        for section, why in t.sections.items():
+            if why.startswith("not available"):
+                missing[section] = missing.get(section, 0) + 1
+    if missing:
+        parts = ", ".join(f"{s} in {n}" for s, n in sorted(missing.items()))
+        con.print(f"[dim]sections not available (reasons in report.html): {parts}[/]", highlight=False)
+    con.print(f"wrote {rep.html} and {len(rep.pngs)} PNG(s)", highlight=False, soft_wrap=True)
