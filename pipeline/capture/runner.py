@@ -113,7 +113,7 @@ def _sync(torch: Any, device: str) -> None:
 class Stepper:
     """One measured iteration in each ``--mode``: an inference forward, a training step, or a graph replay.
 
-    A training step is ``step`` range { forward (module ranges), loss, ``loss.backward()``, ``--optimizer-name``
+    A training step is ``step`` range { forward (module ranges), ``loss`` range, ``loss.backward()``, ``--optimizer-name``
     range { ``optimizer.step()``, ``zero_grad`` } }.  Backward kernels are launched from autograd's own thread,
     where no module range is open: ``--backward-ranges`` says how the link to the forward layer is recorded
     (``emit_nvtx``: every op's NVTX range carries its autograd sequence number, for nsys; the PyTorch trace
@@ -159,7 +159,9 @@ class Stepper:
                 with torch.no_grad():
                     self.model(*self.inputs)
             else:
-                loss = self.loss_fn(self.model(*self.inputs), *self.inputs)
+                output = self.model(*self.inputs)
+                with self.backend.range(args.loss_name) if annotate else _null():  # its backward: the `loss` layer
+                    loss = self.loss_fn(output, *self.inputs)
                 loss.backward()
                 with self.backend.range(args.optimizer_name) if annotate else _null():
                     self.optimizer.step()
@@ -303,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train", action="store_true", help="measure training steps (forward, backward, AdamW)")
     p.add_argument("--loss", default="", help="MODULE:FUNC(output, *inputs) -> scalar; default mean square")
     p.add_argument("--optimizer-name", default="optimizer", help="range text around optimizer.step()")
+    p.add_argument("--loss-name", default="loss", help="range text around the loss function")
     p.add_argument("--backward-ranges", choices=("emit_nvtx", "hooks", "none"), default="emit_nvtx")
     p.add_argument("--graph", action="store_true", help="record the forward as a CUDA graph, replay it per step")
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py args (user-script mode)")
