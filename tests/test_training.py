@@ -133,7 +133,7 @@ def _nsys_reference(db: sqlite3.Connection) -> tuple[dict[int, tuple[str | None,
 
 def _chrome_reference(path: Path) -> dict[int, tuple[str | None, str | None]]:
     """(path, pass) per kernel/memset correlation id of a PyTorch profiler trace, from its JSON."""
-    events = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+    events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
     ns = lambda x: round(x * 1000)  # noqa: E731  (ts in µs with 3 decimals)
     calls = [
         Call(e["args"]["correlation"], e["pid"], e["tid"], ns(e["ts"]))
@@ -251,7 +251,7 @@ def test_per_layer_counts_equal_the_raw_file_reference(out: Path, raw: dict[str,
 def test_pytorch_own_optimizer_range_is_recognised(out: Path, tmp_path: Path) -> None:
     """A trace not annotated by us: our `optimizer` range renamed away, PyTorch's `Optimizer.step#AdamW.step`
     alone makes the optimizer pass."""
-    doc = json.load(gzip.open(TRAIN / "torch_trace.json.gz"))
+    doc = json.loads(gzip.decompress((TRAIN / "torch_trace.json.gz").read_bytes()))
     for e in doc["traceEvents"]:
         if e.get("name") == "optimizer":
             e["name"] = "user_wrapper"
