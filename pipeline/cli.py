@@ -241,7 +241,7 @@ def analyze(
       tracepipe analyze build/normalized --out build/analysis
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
-    from pipeline.analyze import connect, default_views, view_files, write_views
+    from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
 
     views = list(only) or default_views()
     unknown = set(views) - set(view_files())
@@ -252,6 +252,9 @@ def analyze(
     next(ticks, None)  # the bar shows 0 of N until the first view is written
     written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None))
     rows = {view: written[view] for view in views}
+    if not quiet:
+        for line in analysis_warnings(con):
+            console.warn(line)
     if as_json:
         click.echo(json.dumps(rows))
     elif not quiet:

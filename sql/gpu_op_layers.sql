@@ -21,10 +21,12 @@
 --     the module that made it; without that table all of a graph launch's kernels get the launch's range.  Only ranges of
 --     the trace's layer domain count (the default domain when it has push/pop ranges, else the domain with the
 --     most): a CUB `CCCL` or user-library range never becomes a layer nor breaks the model's path.  Push/pop
---     ranges nest, so the innermost one is found with three ASOF lookups (n log n): (a) the latest range started
---     at or before the launch: if it is still open, it is the answer; (b) else the number D of open ranges =
---     starts <= t minus ends < t, and (c) the answer is the latest range started at depth D-1.  Start/end
---     ranges may overlap, so they are a fallback found by a range join on the (few) of them.
+--     ranges nest, and normalize computed each one's parent once, per thread and domain
+--     (pipeline/normalize/nesting.py, the one nesting engine): the innermost range is (a) the latest range
+--     started at or before the launch (one ASOF lookup, n log n; the deepest of equal starts) if it is still
+--     open, (b) else its first ancestor still open, found by stepping up parent links (one hash join per level
+--     climbed, only for launches between sibling ranges).  Start/end ranges may overlap, so they are a
+--     fallback found by a range join on the (few) of them.
 -- (2) Backward: a launch inside an autograd backward op (ops with a sequence number that are backward nodes:
 --     `Fwd thread id` > 0, `autograd::engine::evaluate_function: ...` or `XBackward0`) takes the layer of the
 --     forward op with the same sequence number: the latest one started before the backward op that is not
@@ -33,7 +35,7 @@
 --     annotates) wins over the link.  Recomputed forward work therefore counts as `backward`.
 -- (3) Optimizer: a launch inside an optimizer step (`optimizer` range of tracepipe capture, PyTorch's own
 --     `Optimizer.step#<Class>.step` range or op) is `optimizer`, on the outermost such range's path.
-WITH gpu_ops AS (
+WITH RECURSIVE gpu_ops AS (
     SELECT *, 'kernel' AS op_kind, kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
            CAST(NULL AS VARCHAR) AS copy_kind
     FROM kernels
@@ -111,7 +113,7 @@ q AS (   -- every (thread, time) whose innermost layer range is wanted: launches
     SELECT DISTINCT trace_id, fwd_pid, fwd_tid, fwd_start_ns FROM bwd_link WHERE fwd_start_ns IS NOT NULL
 ),
 pp_all AS (
-    SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth, text, coalesce(domain, '') AS dkey
+    SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth, parent_id, text, coalesce(domain, '') AS dkey
     FROM nvtx_ranges WHERE kind = 'push_pop'
 ),
 layer_domain AS (   -- the default domain when it has push/pop ranges, else the busiest one
@@ -122,33 +124,30 @@ layer_domain AS (   -- the default domain when it has push/pop ranges, else the 
 pp AS (
     SELECT p.* FROM pp_all p JOIN layer_domain d ON d.trace_id = p.trace_id AND d.dkey = p.dkey
 ),
-starts AS (   -- one row per thread and start time; among equal starts the deepest range wins
-    SELECT trace_id, pid, tid, start_ns,
-           arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns,
-           sum(count(*)) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns) AS n_started
+starts AS (   -- one row per thread and start instant; among equal starts the deepest (innermost) wins
+    SELECT trace_id, pid, tid, start_ns, arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns
     FROM pp GROUP BY trace_id, pid, tid, start_ns
 ),
-ends AS (
-    SELECT trace_id, pid, tid, end_ns,
-           sum(count(*)) OVER (PARTITION BY trace_id, pid, tid ORDER BY end_ns) AS n_ended
-    FROM pp GROUP BY trace_id, pid, tid, end_ns
-),
 last_started AS (
-    SELECT q.*, s.range_id AS last_id, s.end_ns AS last_end, s.n_started
+    SELECT q.*, s.range_id, s.end_ns
     FROM q ASOF LEFT JOIN starts s
       ON s.trace_id = q.trace_id AND s.pid = q.pid AND s.tid = q.tid AND q.t >= s.start_ns
 ),
-open_depth AS (
-    SELECT ls.*, ls.n_started - coalesce(e.n_ended, 0) AS n_open
-    FROM last_started ls ASOF LEFT JOIN ends e
-      ON e.trace_id = ls.trace_id AND e.pid = ls.pid AND e.tid = ls.tid AND ls.t > e.end_ns
+hop AS (   -- each range's parent (nvtx_ranges.parent_id, from normalize's nesting) and when it ends
+    SELECT c.trace_id, c.range_id, c.parent_id, p.end_ns AS parent_end_ns
+    FROM pp c JOIN pp p ON p.trace_id = c.trace_id AND p.range_id = c.parent_id
+),
+climb AS (    -- a range that ended before the launch: its parent encloses it; step up until one is open
+    SELECT trace_id, pid, tid, t, range_id, end_ns FROM last_started WHERE end_ns < t
+    UNION ALL
+    SELECT c.trace_id, c.pid, c.tid, c.t, h.parent_id, h.parent_end_ns
+    FROM climb c JOIN hop h ON h.trace_id = c.trace_id AND h.range_id = c.range_id
+    WHERE c.end_ns < c.t
 ),
 innermost AS (
-    SELECT od.trace_id, od.pid, od.tid, od.t,
-           CASE WHEN od.last_end >= od.t THEN od.last_id WHEN od.n_open > 0 THEN p.range_id END AS range_id
-    FROM open_depth od ASOF LEFT JOIN pp p
-      ON p.trace_id = od.trace_id AND p.pid = od.pid AND p.tid = od.tid AND p.depth = od.n_open - 1
-         AND od.t >= p.start_ns
+    SELECT trace_id, pid, tid, t, range_id FROM last_started WHERE end_ns >= t
+    UNION ALL
+    SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t
 ),
 start_end AS (
     SELECT q.trace_id, q.pid, q.tid, q.t, arg_max(r.range_id, r.start_ns) AS range_id

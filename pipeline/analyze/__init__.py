@@ -34,6 +34,7 @@ DEFAULT_MEMORY_LIMIT = "3GB"
 #: view name -> "module:function" returning a pyarrow Table (kept in Python: small lookup tables).
 PY_TABLES: dict[str, str] = {}
 PY_TABLES["arch_limits"] = "pipeline.analyze.arch:arch_limits_table"
+PY_TABLES["gpu_names"] = "pipeline.analyze.arch:gpu_names_table"
 
 
 def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
@@ -175,6 +176,14 @@ def connect(
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def analysis_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """One line per row of the view ``analysis_warnings``: values the views could not use (and left NULL)."""
+    rows = con.execute(
+        "SELECT trace_id, message, example_kernel_id FROM analysis_warnings ORDER BY trace_id, view, device_id, message"
+    ).fetchall()
+    return [f"{t}: {m}" + (f" (e.g. kernel_id {k})" if k is not None else "") for t, m, k in rows]
 
 
 #: Statements ``tracepipe sql`` runs: queries, plans, catalog look-ups and in-memory objects. Everything
