@@ -20,15 +20,16 @@ import pyarrow as pa
 #: ops without sequence number and op id as the bare name).
 _IS_OP = (
     "kind = 'push_pop' AND domain IS NULL AND ("
-    r"regexp_matches(text, ', (seq|op_id) = \d+') OR regexp_matches(text, '^(aten|autograd|prim|c10d|profiler)::'))"
+    r"regexp_matches(CAST(text AS VARCHAR), ', (seq|op_id) = \d+') OR "
+    r"regexp_matches(CAST(text AS VARCHAR), '^(aten|autograd|prim|c10d|profiler)::'))"
 )
-_NAME = r"regexp_replace(text, ', (seq|op_id|sizes|input_op_ids) = .*$', '')"
+_NAME = r"regexp_replace(CAST(text AS VARCHAR), ', (seq|op_id|sizes|input_op_ids) = .*$', '')"
 
 _SQL = f"""
 WITH r AS (SELECT *, {_IS_OP} AS is_op FROM ranges),
 o AS (
     SELECT {_NAME} AS name, start_ns, end_ns, duration_ns, pid, tid,
-           CAST(nullif(regexp_extract(text, ', seq = (\\d+)', 1), '') AS BIGINT) AS seq
+           CAST(nullif(regexp_extract(CAST(text AS VARCHAR), ', seq = (\\d+)', 1), '') AS BIGINT) AS seq
     FROM r WHERE is_op
 ),
 nodes AS (SELECT * FROM o WHERE seq IS NOT NULL AND regexp_matches(name, 'Backward[0-9]*$')),
