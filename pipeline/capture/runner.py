@@ -114,8 +114,9 @@ class Stepper:
     """One measured iteration in each ``--mode``: an inference forward, a training step, or a graph replay.
 
     A training step is ``step`` range { forward (module ranges), ``loss`` range, ``loss.backward()``,
-    ``--optimizer-name`` range { ``optimizer.step()``, ``zero_grad`` } }.  Backward kernels are launched from autograd's own thread,
-    where no module range is open: ``--backward-ranges`` says how the link to the forward layer is recorded
+    ``--optimizer-name`` range { ``optimizer.step()``, ``zero_grad`` } }.  Backward kernels are launched from
+    autograd's own thread, where no module range is open: ``--backward-ranges`` says how the link to the forward
+    layer is recorded
     (``emit_nvtx``: every op's NVTX range carries its autograd sequence number, for nsys; the PyTorch trace
     records sequence numbers anyway; ``hooks``: module backward hooks push the module's range, measured in
     docs/capture.md; ``none``).
