@@ -246,6 +246,12 @@ def test_per_layer_counts_equal_the_raw_file_reference(out: Path, raw: dict[str,
             [trace],
         ).fetchone()
         assert split[:3] == (64, 126, 16)
+        folded = con.execute(
+            "SELECT sum(forward_kernels), sum(backward_kernels), sum(optimizer_kernels), sum(memset_count), "
+            "sum(gpu_ops) FROM layer_name_summary WHERE trace_id = ?",
+            [trace],
+        ).fetchone()
+        assert folded == (*split, len(ref))
 
 
 def test_pytorch_own_optimizer_range_is_recognised(out: Path, tmp_path: Path) -> None:
