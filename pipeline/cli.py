@@ -247,7 +247,7 @@ def analyze(
     unknown = set(views) - set(view_files())
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized)
+    con = connect(normalized, views=views if quiet else [*views, "analysis_warnings"])  # warnings unless -q
     ticks = console.progress(iter(views), len(views), "analyze", quiet)
     next(ticks, None)  # the bar shows 0 of N until the first view is written
     written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None))
