@@ -51,7 +51,7 @@ WITH RECURSIVE gpu_ops AS (
            '[CUDA memset]' AS name, '[CUDA memset]' AS short_name
     FROM memset
 ),
-launch AS (
+launch AS MATERIALIZED (
     SELECT trace_id, pid, correlation_id,
            arg_min(call_id, start_ns) AS call_id, min(start_ns) AS start_ns, arg_min(tid, start_ns) AS tid
     FROM api_calls
@@ -106,11 +106,17 @@ bwd_link AS (
     ASOF LEFT JOIN fwd f
       ON f.trace_id = b.trace_id AND f.sequence_number = b.sequence_number AND b.start_ns >= f.start_ns
 ),
-q AS (   -- every (thread, time) whose innermost layer range is wanted: launches and linked forward ops
+lp AS MATERIALIZED (   -- distinct launch points
     SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
     FROM kl WHERE launch_start_ns IS NOT NULL
-    UNION
-    SELECT DISTINCT trace_id, fwd_pid, fwd_tid, fwd_start_ns FROM bwd_link WHERE fwd_start_ns IS NOT NULL
+),
+q AS (   -- every (thread, time) whose innermost layer range is wanted: launches and linked forward ops
+    SELECT * FROM lp
+    UNION ALL
+    SELECT DISTINCT trace_id, fwd_pid, fwd_tid, fwd_start_ns FROM bwd_link f
+    WHERE fwd_start_ns IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM lp WHERE lp.trace_id = f.trace_id AND lp.pid IS NOT DISTINCT FROM f.fwd_pid
+                      AND lp.tid = f.fwd_tid AND lp.t = f.fwd_start_ns)
 ),
 pp_all AS (
     SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth, parent_id, text, coalesce(domain, '') AS dkey
@@ -156,7 +162,7 @@ start_end AS (
      AND r.kind = 'start_end' AND r.start_ns <= q.t AND q.t <= r.end_ns
     GROUP BY ALL
 ),
-attributed AS (
+attributed AS MATERIALIZED (
     SELECT q.trace_id, q.pid, q.tid, q.t, coalesce(i.range_id, se.range_id) AS range_id
     FROM q
     LEFT JOIN innermost i USING (trace_id, pid, tid, t)
@@ -173,47 +179,47 @@ opt_ranges AS (   -- optimizer steps: ranges (outermost of nested ones) and PyTo
     UNION ALL
     SELECT trace_id, pid, tid, start_ns, end_ns, NULL AS range_id FROM ops WHERE name LIKE 'Optimizer.step#%'
 ),
-launch_ctx AS (   -- per launch point: the backward op and the optimizer step around it, if any
-    SELECT q.trace_id, q.pid, q.tid, q.t,
-           CASE WHEN b.end_ns >= q.t THEN b.bwd_op_id END AS bwd_op_id,
-           CASE WHEN b.end_ns >= q.t THEN b.start_ns END AS bwd_start_ns,
-           CASE WHEN b.end_ns >= q.t THEN b.fwd_op_id END AS fwd_op_id,
-           CASE WHEN b.end_ns >= q.t THEN b.fwd_pid END AS fwd_pid,
-           CASE WHEN b.end_ns >= q.t THEN b.fwd_tid END AS fwd_tid,
-           CASE WHEN b.end_ns >= q.t THEN b.fwd_start_ns END AS fwd_start_ns
-    FROM (SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
-          FROM kl WHERE launch_start_ns IS NOT NULL) q
-    ASOF LEFT JOIN bwd_link b
+in_bwd AS (   -- launch points inside a backward op (none in an inference trace: the joins below stay small)
+    SELECT q.trace_id, q.pid, q.tid, q.t, b.bwd_op_id, b.start_ns AS bwd_start_ns, b.fwd_op_id,
+           b.fwd_pid, b.fwd_tid, b.fwd_start_ns
+    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM bwd_link)) q  -- no sort otherwise
+    ASOF JOIN bwd_link b
       ON b.trace_id = q.trace_id AND b.pid IS NOT DISTINCT FROM q.pid AND b.tid = q.tid AND q.t >= b.start_ns
+    WHERE b.end_ns >= q.t
+),
+bwd_decided AS (   -- the linked forward op's layer, unless a range opened inside the backward op encloses the launch
+    SELECT c.trace_id, c.pid, c.tid, c.t, c.bwd_op_id, c.fwd_op_id,
+           CASE WHEN fr.range_id IS NOT NULL AND NOT coalesce(own_r.start_ns >= c.bwd_start_ns, false)
+                THEN fr.range_id ELSE own.range_id END AS range_id
+    FROM in_bwd c
+    LEFT JOIN attributed own USING (trace_id, pid, tid, t)
+    LEFT JOIN pp_all own_r ON own_r.trace_id = own.trace_id AND own_r.range_id = own.range_id
+    LEFT JOIN attributed fr
+      ON fr.trace_id = c.trace_id AND fr.pid IS NOT DISTINCT FROM c.fwd_pid AND fr.tid = c.fwd_tid
+     AND fr.t = c.fwd_start_ns
 ),
 opt_ctx AS (
-    SELECT q.trace_id, q.pid, q.tid, q.t, max(o.range_id) AS opt_range_id, count(*) > 0 AS in_optimizer
-    FROM (SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
-          FROM kl WHERE launch_start_ns IS NOT NULL) q
+    SELECT q.trace_id, q.pid, q.tid, q.t, max(o.range_id) AS opt_range_id
+    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM opt_ranges)) q
     JOIN opt_ranges o
       ON o.trace_id = q.trace_id AND o.pid IS NOT DISTINCT FROM q.pid AND o.tid = q.tid
      AND o.start_ns <= q.t AND q.t <= o.end_ns
     GROUP BY ALL
 ),
 decided AS (
-    SELECT c.trace_id, c.pid, c.tid, c.t, c.bwd_op_id, c.fwd_op_id,
+    SELECT a.trace_id, a.pid, a.tid, a.t, bd.bwd_op_id, bd.fwd_op_id,
            CASE
-               WHEN oc.in_optimizer THEN coalesce(oc.opt_range_id, own.range_id)
-               WHEN c.bwd_op_id IS NOT NULL AND fr.range_id IS NOT NULL
-                    AND NOT coalesce(op.start_ns >= c.bwd_start_ns, false) THEN fr.range_id
-               ELSE own.range_id
+               WHEN oc.t IS NOT NULL THEN coalesce(oc.opt_range_id, a.range_id)
+               WHEN bd.bwd_op_id IS NOT NULL THEN bd.range_id
+               ELSE a.range_id
            END AS range_id,
            CASE
-               WHEN oc.in_optimizer THEN 'optimizer'
-               WHEN c.bwd_op_id IS NOT NULL THEN 'backward'
-               WHEN own.range_id IS NOT NULL THEN 'forward'
+               WHEN oc.t IS NOT NULL THEN 'optimizer'
+               WHEN bd.bwd_op_id IS NOT NULL THEN 'backward'
+               WHEN a.range_id IS NOT NULL THEN 'forward'
            END AS pass
-    FROM launch_ctx c
-    LEFT JOIN attributed own USING (trace_id, pid, tid, t)
-    LEFT JOIN nvtx_paths op ON op.trace_id = own.trace_id AND op.range_id = own.range_id
-    LEFT JOIN attributed fr
-      ON fr.trace_id = c.trace_id AND fr.pid IS NOT DISTINCT FROM c.fwd_pid AND fr.tid = c.fwd_tid
-     AND fr.t = c.fwd_start_ns
+    FROM attributed a
+    LEFT JOIN bwd_decided bd USING (trace_id, pid, tid, t)
     LEFT JOIN opt_ctx oc USING (trace_id, pid, tid, t)
 )
 SELECT kl.*, d.range_id, p.text AS layer, p.path, p.depth, p.kind AS range_kind, p.domain, d.pass,
