@@ -31,6 +31,7 @@ DEFAULT_MEMORY_LIMIT = "3GB"
 #: view name -> "module:function" returning a pyarrow Table (kept in Python: small lookup tables).
 PY_TABLES: dict[str, str] = {}
 PY_TABLES["arch_limits"] = "pipeline.analyze.arch:arch_limits_table"
+PY_TABLES["kernel_tile_patterns"] = "pipeline.analyze.tiles:tile_patterns_table"
 
 
 def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
