@@ -1,5 +1,5 @@
 -- kernel_layers: every kernel with the NVTX layer range that launched it.
--- Inputs:  kernels, api_calls, nvtx_ranges, nvtx_paths
+-- Inputs:  kernels, api_calls, nvtx_ranges, nvtx_paths, ops (chrome traces' CPU ops, by External id)
 -- Output:  all columns of `kernels`, plus
 --          launch_call_id, launch_start_ns (ns, CPU clock), launch_pid, launch_tid: the API call that launched it
 --          range_id   innermost enclosing range (NULL when launched outside every range)

@@ -4,11 +4,13 @@ Python only wires things up: each normalized table becomes a view over its
 Parquet glob (an empty, correctly typed view when no trace has it), small
 Python-made tables (per-architecture limits) are registered, and each file in
 ``sql/`` defines the view named like the file. Views may use each other; they
-are created in dependency order by retrying those whose inputs do not exist yet.
+are created in dependency order, read from each file's ``-- Inputs:`` header
+(tests/test_sql_headers.py checks every header names exactly what its body reads).
 """
 
 from __future__ import annotations
 
+import graphlib
 import importlib
 import os
 import re
@@ -77,28 +79,62 @@ def _body(path: Path) -> str:
     return path.read_text().strip().rstrip(";")
 
 
+#: The header line naming a view's inputs, and the lines that continue it (indented past "-- ").
+_INPUTS_LINE = re.compile(r"^--\s*Inputs?:(.*)$")
+_CONTINUATION = re.compile(r"^--\s{2,}(\S.*)$")
+
+
+def view_inputs(path: Path) -> list[str]:
+    """The tables and views a view file's ``-- Inputs:`` header names, in order: comma-separated names,
+    each optionally followed by a remark in parentheses (``kernels (GPU clock), devices``)."""
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if m := _INPUTS_LINE.match(line):
+            text = [m.group(1)]
+            for more in lines[i + 1 :]:
+                cont = _CONTINUATION.match(more)
+                if not cont:
+                    break
+                text.append(cont.group(1))
+            joined = " ".join(text)
+            while "(" in joined:  # innermost remark first, so nested parentheses go too
+                joined = re.sub(r"\([^()]*\)", "", joined)
+            names = [n.strip().rstrip(".") for n in joined.split(",")]
+            bad = [n for n in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+            if bad:
+                raise ValueError(f"{path}: '-- Inputs:' must list names separated by commas, not {bad}")
+            return names
+    raise ValueError(f"{path}: no '-- Inputs:' header")
+
+
+def view_order(sql_dir: Path = SQL_DIR) -> list[str]:
+    """The views of ``sql_dir`` in an order where each comes after the views its header lists
+    (ties by name, so the order is stable); a cycle is an error naming the views in it."""
+    files = view_files(sql_dir)
+    graph = {name: [i for i in view_inputs(path) if i in files] for name, path in files.items()}
+    sorter = graphlib.TopologicalSorter(graph)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as e:
+        raise RuntimeError(f"views whose '-- Inputs:' headers form a cycle: {e.args[1]}") from e
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready())
+        order.extend(ready)
+        sorter.done(*ready)
+    return order
+
+
 def create_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, materialize: bool = False) -> list[str]:
-    """Create every view of ``sql_dir``; with ``materialize`` each is computed once into a temp table,
-    which is what a batch run that reads every view wants (views would recompute their inputs)."""
+    """Create every view of ``sql_dir`` in dependency order; with ``materialize`` each is computed once
+    into a temp table, which is what a batch run that reads every view wants (views would recompute
+    their inputs)."""
     kind = "TEMP TABLE" if materialize else "VIEW"
-    pending = view_files(sql_dir)
-    created: list[str] = []
-    while pending:
-        errors: dict[str, str] = {}
-        progressed = False
-        for name, path in list(pending.items()):
-            try:
-                con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(path)}")
-            except duckdb.CatalogException as e:
-                errors[name] = str(e)
-                continue
-            created.append(name)
-            del pending[name]
-            progressed = True
-        if not progressed:
-            missing = {n: re.sub(r"\s+", " ", e)[:200] for n, e in errors.items()}
-            raise RuntimeError(f"views that cannot be created: {missing}")
-    return created
+    files = view_files(sql_dir)
+    order = view_order(sql_dir)
+    for name in order:
+        con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
+    return order
 
 
 def _check_schema_versions(normalized: Path) -> None:
