@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from pipeline import __version__, console
+from pipeline.analyze.devices import DEVICE_PRESETS
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, BadInputError
 
 DEFAULT_NORMALIZED = Path("build/normalized")
@@ -220,8 +221,21 @@ DEFAULT_ANALYSIS = Path("build/analysis")
 )
 @click.option("--json", "as_json", is_flag=True, help="Print {view: rows} as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary.")
+@click.option(
+    "--device",
+    type=click.Choice(sorted(DEVICE_PRESETS)),
+    default=None,
+    help="Project onto another GPU: occupancy, waves and the SM views use its limits (rtx3090: 82 SMs, sm_86) "
+    "instead of the traced device's; rows say projected_device. Kernel durations stay the traced ones.",
+)
 def analyze(
-    normalized: Path, out: Path, formats: tuple[str, ...], only: tuple[str, ...], as_json: bool, quiet: bool
+    normalized: Path,
+    out: Path,
+    formats: tuple[str, ...],
+    only: tuple[str, ...],
+    as_json: bool,
+    quiet: bool,
+    device: str | None,
 ) -> None:
     """Run every view in sql/ over NORMALIZED and write each as Parquet and CSV.
 
@@ -247,13 +261,19 @@ def analyze(
     unknown = set(views) - set(view_files())
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, materialize=True)
+    con = connect(normalized, materialize=True, device=device)
+    if device is not None and not as_json:
+        part = DEVICE_PRESETS[device]
+        console.out.print(
+            f"PROJECTION: every traced device replaced by {part[0]} (sm_{part[1][0]}{part[1][1]}, {part[2]} SMs); "
+            "occupancy, waves and SM views are what these launches would give there, not a measurement"
+        )
     rows = {}
     for view in console.progress(views, len(views), "analyze", quiet):
         write_views(con, out, [view], formats)
         rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
     if as_json:
-        click.echo(json.dumps(rows))
+        click.echo(json.dumps({"projected_device": device, **rows} if device else rows))
     elif not quiet:
         console.out.print(f"wrote {len(views)} views to {out}: " + ", ".join(f"{v} ({n})" for v, n in rows.items()))
 

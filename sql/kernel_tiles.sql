@@ -1,8 +1,8 @@
 -- kernel_tiles: the output tile a GEMM / implicit-GEMM kernel computes per block, read from its name, and how
 -- much padding the tiling adds over the module call's output (coverage >= 1).
 -- Inputs:  kernel_tile_patterns (pipeline/analyze/tiles.py: one row per library naming scheme), kernel_layers
---          (timeline kernels with their innermost range), ncu_kernels (+ ncu_kernel_metrics: measured MACs),
---          layer_call_shapes (output shape and analytic MACs of one module call).
+--          (timeline kernels with their innermost range), ncu_kernels, ncu_kernel_metrics (measured MACs),
+--          layer_call_shapes (output shape and analytic MACs of one module call)
 -- Output, one row per kernel whose name matches a pattern (both timeline kernels and ncu launches):
 --   source ('kernels' | 'ncu'), trace_id, kernel_id (kernels row; NULL for ncu), launch_id (ncu ID; NULL for
 --   timeline), capture_id, layer (innermost range text), module_type, name, blocks, grid_z,

@@ -34,6 +34,7 @@ DEFAULT_MEMORY_LIMIT = "3GB"
 PY_TABLES: dict[str, str] = {}
 PY_TABLES["arch_limits"] = "pipeline.analyze.arch:arch_limits_table"
 PY_TABLES["kernel_tile_patterns"] = "pipeline.analyze.tiles:tile_patterns_table"
+PY_TABLES["device_override"] = "pipeline.analyze.arch:device_override_table"  # replaced by connect(device=...)
 
 
 def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
@@ -151,9 +152,16 @@ def _check_schema_versions(normalized: Path) -> None:
 
 
 def connect(
-    normalized: Path, sql_dir: Path = SQL_DIR, materialize: bool = False, read_only: bool = False
+    normalized: Path,
+    sql_dir: Path = SQL_DIR,
+    materialize: bool = False,
+    read_only: bool = False,
+    device: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view registered.
+
+    ``device``: a name of ``arch.DEVICE_PRESETS`` (``rtx3090``): every traced device is replaced by that part's
+    limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
 
     ``read_only``: queries can read the views but cannot reach any file (no COPY TO over the normalized
     data, no reading elsewhere); the setting is locked so a query cannot switch it back.
@@ -166,6 +174,13 @@ def connect(
     con.execute(f"SET memory_limit = '{os.environ.get('TRACEPIPE_MEMORY_LIMIT', DEFAULT_MEMORY_LIMIT)}'")
     con.execute("SET preserve_insertion_order = false")
     register_tables(con, normalized, read_only)
+    if device is not None:
+        from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
+
+        if device not in DEVICE_PRESETS:
+            raise BadInputError(Path(device), f"unknown device; one of: {', '.join(sorted(DEVICE_PRESETS))}")
+        con.register("_py_device_override", device_override_table(device))
+        con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
     create_views(con, sql_dir, materialize)
     if read_only:
         con.execute("SET enable_external_access = false")

@@ -77,7 +77,8 @@ TILE_PATTERNS: list[dict[str, object]] = [
         "orientation": "positions_x_channels",
         "split_k": r"splitk|split_k",
         "reduction_padding": "per_tap",
-        "example": "cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>",
+        "example": "cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_"
+        "nhwc_align8>",
     },
     {
         "library": "cutlass gemm",
