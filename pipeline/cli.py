@@ -261,17 +261,17 @@ def analyze(
     unknown = set(views) - set(view_files())
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, materialize=True, device=device)
+    con = connect(normalized, device=device)
     if device is not None and not as_json:
         part = DEVICE_PRESETS[device]
         console.out.print(
             f"PROJECTION: every traced device replaced by {part[0]} (sm_{part[1][0]}{part[1][1]}, {part[2]} SMs); "
             "occupancy, waves and SM views are what these launches would give there, not a measurement"
         )
-    rows = {}
-    for view in console.progress(views, len(views), "analyze", quiet):
-        write_views(con, out, [view], formats)
-        rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+    ticks = console.progress(iter(views), len(views), "analyze", quiet)
+    next(ticks, None)  # the bar shows 0 of N until the first view is written
+    written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None))
+    rows = {view: written[view] for view in views}
     if as_json:
         click.echo(json.dumps({"projected_device": device, **rows} if device else rows))
     elif not quiet:
@@ -304,7 +304,7 @@ def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_
       tracepipe sql build/normalized "SELECT * FROM kernel_layers" --format parquet -o kl.parquet
       tracepipe sql build/normalized            # interactive
     """
-    from pipeline.analyze import connect
+    from pipeline.analyze import connect, read_only_query
     from pipeline.analyze.shell import print_result, repl, write_result
 
     if fmt == "parquet" and output is None:
@@ -314,7 +314,7 @@ def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_
         repl(con)
         return
     try:
-        result = con.sql(query)
+        result = read_only_query(con, query)
         table = result.to_arrow_table() if result is not None else None
     except Exception as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
         console.fail(f"query failed: {str(e).strip().splitlines()[0]}")

@@ -15,11 +15,12 @@ import importlib
 import os
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.dataset as ds  # schema-version check only: no hive discovery
 
 from pipeline.errors import BadInputError
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
@@ -54,14 +55,12 @@ def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
-def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, read_only: bool = False) -> None:
-    """Each table as a view. ``read_only`` scans through pyarrow datasets instead of DuckDB's file
-    access, so the connection can then switch file access off entirely (no COPY over the data)."""
+def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path) -> None:
+    """Each table as a view over DuckDB's own Parquet scan of its files (DuckDB then knows each table's
+    row count and plans its joins by it; a registered pyarrow dataset looks like one row and gets
+    nested-loop ASOF joins, 40x slower on a 220k-kernel trace)."""
     for name, schema in TABLES.items():
-        if read_only and any((normalized / name).glob("trace_id=*/*.parquet")):
-            con.register(f"_ds_{name}", ds.dataset(normalized / name, format="parquet", schema=schema))
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _ds_{name}")
-        elif any((normalized / name).glob("trace_id=*/*.parquet")):
+        if any((normalized / name).glob("trace_id=*/*.parquet")):
             scan = f"read_parquet('{table_glob(normalized, name)}', hive_partitioning = false, union_by_name = true)"
             have = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM {scan}")
@@ -130,10 +129,11 @@ def create_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, materi
     """Create every view of ``sql_dir`` in dependency order; with ``materialize`` each is computed once
     into a temp table, which is what a batch run that reads every view wants (views would recompute
     their inputs)."""
-    kind = "TEMP TABLE" if materialize else "VIEW"
     files = view_files(sql_dir)
     order = view_order(sql_dir)
     for name in order:
+        # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
+        kind = "TEMP TABLE" if materialize and ON_REQUEST not in files[name].read_text() else "VIEW"
         con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
     return order
 
@@ -163,17 +163,20 @@ def connect(
     ``device``: a name of ``arch.DEVICE_PRESETS`` (``rtx3090``): every traced device is replaced by that part's
     limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
 
-    ``read_only``: queries can read the views but cannot reach any file (no COPY TO over the normalized
-    data, no reading elsewhere); the setting is locked so a query cannot switch it back.
+    ``read_only``: DuckDB's own sandbox: no file outside ``normalized`` can be read or written, no
+    extension installed or loaded, no setting changed (the configuration is locked). Inside the folder
+    DuckDB's sandbox would still let COPY/ATTACH/EXPORT write: :func:`read_only_query` refuses every
+    statement that is not a query, and ``tracepipe sql`` runs everything through it.
     """
     if not normalized.is_dir() or not (normalized / "trace_meta").is_dir():
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
+    normalized = normalized.resolve()  # the sandbox compares resolved paths with the scans' globs
     _check_schema_versions(normalized)
     con = duckdb.connect(":memory:")
     # Bounded memory: DuckDB spills sorts, joins and aggregates to disk past this limit.
     con.execute(f"SET memory_limit = '{os.environ.get('TRACEPIPE_MEMORY_LIMIT', DEFAULT_MEMORY_LIMIT)}'")
     con.execute("SET preserve_insertion_order = false")
-    register_tables(con, normalized, read_only)
+    register_tables(con, normalized)
     if device is not None:
         from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
 
@@ -183,24 +186,99 @@ def connect(
         con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
     create_views(con, sql_dir, materialize)
     if read_only:
+        con.execute(f"SET allowed_directories = ['{normalized}{os.sep}']")
+        con.execute("SET allow_persistent_secrets = false")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
 
 
-def write_views(con: duckdb.DuckDBPyConnection, out: Path, views: list[str], formats: tuple[str, ...]) -> list[Path]:
-    """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete."""
+#: Statements ``tracepipe sql`` runs: queries, plans, catalog look-ups and in-memory objects. Everything
+#: else (COPY, EXPORT, ATTACH, INSTALL/LOAD, SET, INSERT...) could write inside the normalized folder,
+#: which DuckDB's sandbox allows because the scans must read there.
+READ_ONLY_STATEMENTS = frozenset(
+    {
+        duckdb.StatementType.SELECT,
+        duckdb.StatementType.EXPLAIN,
+        duckdb.StatementType.PRAGMA,
+        duckdb.StatementType.CALL,
+        duckdb.StatementType.CREATE,
+        duckdb.StatementType.DROP,
+        duckdb.StatementType.VARIABLE_SET,
+    }
+)
+
+
+class ReadOnlyError(duckdb.PermissionException):
+    """A statement ``tracepipe sql`` does not run because it could write."""
+
+
+def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRelation | None:
+    """Run ``query`` (one or more statements) when every statement only reads; the last one's result."""
+    statements = duckdb.extract_statements(query)
+    for st in statements:
+        if st.type not in READ_ONLY_STATEMENTS:
+            kind = st.type.name.replace("_", " ")
+            raise ReadOnlyError(f"{kind} statements are not allowed: tracepipe sql is read-only")
+    result = None
+    for st in statements:
+        result = con.sql(st.query)
+    return result
+
+
+def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> None:
+    """``view`` into ``dest``, renamed into place only when complete."""
+    tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
+    options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
+    try:
+        con.execute(f"COPY (SELECT * FROM {view}) TO '{tmp}' ({options})")
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None:
+    """Point ``view`` at the Parquet file it was just written to, with its own column types (Parquet has no
+    HUGEINT), so the views that read it reuse the result instead of computing it again."""
+    cols = con.execute(f"DESCRIBE {view}").fetchall()
+    select = ", ".join(f'CAST("{name}" AS {dtype}) AS "{name}"' for name, dtype, *_ in cols)
+    con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT {select} FROM read_parquet('{parquet}')")
+
+
+def write_views(
+    con: duckdb.DuckDBPyConnection,
+    out: Path,
+    views: list[str],
+    formats: tuple[str, ...],
+    done: Callable[[str], None] | None = None,
+    sql_dir: Path = SQL_DIR,
+) -> dict[str, int]:
+    """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete;
+    returns the rows of each view. ``done(view)`` is called as each view is written (progress).
+
+    Views are written in dependency order, each computed once: once written, a view reads its own
+    Parquet file, so the views built on it (``layer_summary`` on ``kernel_layers``) neither recompute
+    it nor hold it in memory. Without ``parquet`` in ``formats`` that file is a hidden, temporary one.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for view in views:
-        for fmt in formats:
-            dest = out / f"{view}.{fmt}"
-            tmp = out / f".{view}.{fmt}.tmp-{uuid.uuid4().hex[:8]}"
-            options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
-            try:
-                con.execute(f"COPY (SELECT * FROM {view}) TO '{tmp}' ({options})")
-                os.replace(tmp, dest)
-            finally:
-                tmp.unlink(missing_ok=True)
-            written.append(dest)
-    return written
+    rows: dict[str, int] = {}
+    scratch: list[Path] = []
+    try:
+        order = view_order(sql_dir)
+        for view in sorted(views, key=lambda v: order.index(v) if v in order else -1):
+            parquet = out / f"{view}.parquet"
+            if "parquet" not in formats:
+                parquet = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
+                scratch.append(parquet)
+            _copy(con, view, parquet, "parquet")
+            _read_back(con, view, parquet)
+            for fmt in formats:
+                if fmt != "parquet":
+                    _copy(con, view, out / f"{view}.{fmt}", fmt)
+            rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+            if done is not None:
+                done(view)
+    finally:
+        for path in scratch:
+            path.unlink(missing_ok=True)
+    return rows
