@@ -291,7 +291,13 @@ def analyze(
 )
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file.")
 @click.option("--max-rows", default=50, show_default=True, help="Rows shown by --format table.")
-def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_rows: int) -> None:
+@click.option(
+    "--device",
+    type=click.Choice(sorted(DEVICE_PRESETS)),
+    default=None,
+    help="Views as a projection onto this GPU's limits (see tracepipe analyze --device).",
+)
+def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_rows: int, device: str | None) -> None:
     """Run ad-hoc DuckDB SQL over NORMALIZED with every table and view registered (read-only).
 
     Tables: kernels, api_calls, nvtx_ranges, nvtx_marks, ops, memcpy, memset, devices, trace_meta,
@@ -309,7 +315,10 @@ def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_
 
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
-    con = connect(normalized, read_only=True)
+    con = connect(normalized, read_only=True, device=device)
+    if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
+        part = DEVICE_PRESETS[device][0]
+        click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)
     if query is None:
         repl(con)
         return

@@ -5,7 +5,7 @@
 --          layer_call_shapes (output shape and analytic MACs of one module call)
 -- Output, one row per kernel whose name matches a pattern (both timeline kernels and ncu launches):
 --   source ('kernels' | 'ncu'), trace_id, kernel_id (kernels row; NULL for ncu), launch_id (ncu ID; NULL for
---   timeline), capture_id, layer (innermost range text), module_type, name, blocks, grid_z,
+--   timeline), layer (innermost range text), module_type, name, blocks, grid_z,
 --   library, tile_m, tile_n, tile_k (elements; tile_k = reduction step, NULL when the name lacks it),
 --   split_k (the name says the grid also splits the reduction),
 --   output_elements (elements of the call's first output), out_positions (rows of the output GEMM: N*P*Q of a
@@ -92,7 +92,7 @@ WITH pat AS (
 ), ncu_macs AS (
     SELECT trace_id, launch_id, macs AS measured_macs FROM ncu_kernel_metrics
 )
-SELECT c.source, c.trace_id, c.kernel_id, c.launch_id, c.capture_id, c.layer, c.module_type, c.name, c.blocks,
+SELECT c.source, c.trace_id, c.kernel_id, c.launch_id, c.layer, c.module_type, c.name, c.blocks,
        c.grid_z, c.library, c.tile_m, c.tile_n, c.tile_k, c.split_k,
        c.output_elements, c.out_positions, c.out_channels, c.reduction_length, c.reduction_channels,
        c.analytic_macs, c.orientation, c.batch_split, c.tiles_needed, c.launched_tiles,
