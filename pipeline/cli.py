@@ -255,13 +255,14 @@ def analyze(
       tracepipe analyze build/normalized --out build/analysis
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
-    from pipeline.analyze import connect, default_views, view_files, write_views
+    from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
 
     views = list(only) or default_views()
     unknown = set(views) - set(view_files())
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, device=device)
+    # analysis_warnings too unless -q
+    con = connect(normalized, views=views if quiet else [*views, "analysis_warnings"], device=device)
     if device is not None and not as_json:
         part = DEVICE_PRESETS[device]
         console.out.print(
@@ -272,6 +273,9 @@ def analyze(
     next(ticks, None)  # the bar shows 0 of N until the first view is written
     written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None))
     rows = {view: written[view] for view in views}
+    if not quiet:
+        for line in analysis_warnings(con):
+            console.warn(line)
     if as_json:
         click.echo(json.dumps({"projected_device": device, **rows} if device else rows))
     elif not quiet:
