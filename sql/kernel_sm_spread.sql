@@ -39,7 +39,8 @@ WITH m AS (
     GROUP BY trace_id, launch_id
 ), k AS (
     SELECT k.trace_id, k.launch_id, regexp_extract(k.nvtx_push_pop, '[^/]+$') AS layer, k.name,
-           k.grid_x::BIGINT * k.grid_y * k.grid_z AS blocks, k.block_x::BIGINT * k.block_y * k.block_z AS threads_per_block,
+           try_cast(k.grid_x::HUGEINT * k.grid_y * k.grid_z AS BIGINT) AS blocks,
+           try_cast(k.block_x::HUGEINT * k.block_y * k.block_z AS BIGINT) AS threads_per_block,
            m.sm_count::BIGINT AS sm_count,
            least(x.limit_blocks, x.limit_registers, x.limit_shared_mem, x.limit_warps, x.limit_barriers)::BIGINT
                AS resident_blocks_per_sm,
@@ -49,7 +50,7 @@ WITH m AS (
     LEFT JOIN ncu_kernel_metrics x USING (trace_id, launch_id)
 ), model AS (
     SELECT *,
-           (blocks + sm_count - 1) // sm_count AS model_max_blocks,
+           ((blocks::HUGEINT + sm_count - 1) // sm_count)::BIGINT AS model_max_blocks,
            blocks // sm_count AS model_min_blocks,
            blocks / sm_count AS model_mean_blocks,
            greatest(sm_count - blocks, 0) AS model_idle_sms,

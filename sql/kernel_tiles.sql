@@ -33,12 +33,12 @@ WITH pat AS (
     SELECT * FROM kernel_tile_patterns
 ), timeline AS (
     SELECT 'kernels' AS source, trace_id, kernel_id, NULL::BIGINT AS launch_id, layer, name,
-           grid_x::BIGINT * grid_y * grid_z AS blocks, grid_z
+           try_cast(grid_x::HUGEINT * grid_y * grid_z AS BIGINT) AS blocks, grid_z
     FROM kernel_layers
 ), ncu AS (
     SELECT 'ncu' AS source, trace_id, NULL::BIGINT AS kernel_id, launch_id,
            regexp_extract(nvtx_push_pop, '[^/]+$') AS layer, name,
-           grid_x::BIGINT * grid_y * grid_z AS blocks, grid_z
+           try_cast(grid_x::HUGEINT * grid_y * grid_z AS BIGINT) AS blocks, grid_z
     FROM ncu_kernels
 ), k AS (
     SELECT *, regexp_replace(trace_id, '\.[^.]*$', '') AS capture_id FROM timeline
@@ -97,10 +97,10 @@ SELECT c.source, c.trace_id, c.kernel_id, c.launch_id, c.layer, c.module_type, c
        c.output_elements, c.out_positions, c.out_channels, c.reduction_length, c.reduction_channels,
        c.analytic_macs, c.orientation, c.batch_split, c.tiles_needed, c.launched_tiles,
        c.launched_tiles / c.blocks AS tiles_per_block,
-       c.tiles_needed * c.tile_m * c.tile_n / c.output_elements AS min_coverage,
-       c.launched_tiles * c.tile_m * c.tile_n / c.output_elements AS output_coverage,
+       c.tiles_needed::DOUBLE * c.tile_m * c.tile_n / c.output_elements AS min_coverage,
+       c.launched_tiles::DOUBLE * c.tile_m * c.tile_n / c.output_elements AS output_coverage,
        c.reduction_coverage,
-       c.launched_tiles * c.tile_m * c.tile_n / c.output_elements * c.reduction_coverage AS predicted_macs_ratio,
+       c.launched_tiles::DOUBLE * c.tile_m * c.tile_n / c.output_elements * c.reduction_coverage AS predicted_macs_ratio,
        n.measured_macs, n.measured_macs / nullif(c.analytic_macs, 0) AS measured_vs_analytic,
        CASE WHEN c.layer IS NULL THEN 'kernel outside every annotated module'
             WHEN NOT c.has_shape THEN 'layer not in layer_shapes (capture without shapes, or not a module range)'

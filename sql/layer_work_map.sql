@@ -24,7 +24,7 @@
 -- it with ncu's per-SM counters.
 WITH k AS (
     SELECT l.trace_id, l.kernel_id, l.range_id, l.path, l.layer, w.device_id, w.name, w.blocks,
-           w.threads_per_block, w.blocks * w.threads_per_block AS total_threads, w.sm_count,
+           w.threads_per_block, try_cast(w.blocks::HUGEINT * w.threads_per_block AS BIGINT) AS total_threads, w.sm_count,
            w.resident_blocks_per_sm, w.waves, w.full_blocks_per_sm, w.extra_block_sms,
            regexp_replace(l.trace_id, '\.[^.]*$', '') AS capture_id,
            t.kernel_id IS NOT NULL AS is_mac_kernel, t.tile_m, t.tile_n, t.tiles_per_block, t.output_coverage,
@@ -41,7 +41,7 @@ WITH k AS (
 ), m AS (
     SELECT c.*,
            c.output_elements / c.blocks AS outputs_per_block,
-           c.output_elements / c.total_threads AS outputs_per_thread,
+           c.output_elements / c.total_threads AS outputs_per_thread,  -- NULL past BIGINT (see kernel_waves)
            CASE WHEN c.analytic_macs = 0 OR NOT c.is_mac_kernel THEN 0.0
                 WHEN c.mac_kernels_in_call = 1 THEN c.analytic_macs / c.blocks END AS macs_per_block,
            c.full_blocks_per_sm + (c.extra_block_sms > 0)::BIGINT AS max_blocks_per_sm,
