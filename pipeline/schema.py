@@ -294,7 +294,7 @@ DESCRIPTIONS: dict[str, str] = {
     "api_calls": "CUDA runtime and driver API calls",
     "nvtx_ranges": "NVTX push/pop and start/end ranges, and PyTorch `record_function` ranges",
     "nvtx_marks": "instantaneous NVTX marks",
-    "ops": "PyTorch CPU operators (chrome trace `cpu_op`)",
+    "ops": "PyTorch CPU operators (chrome trace `cpu_op`; nsys: `emit_nvtx` op ranges)",
     "memcpy": "GPU copies",
     "memset": "GPU memsets",
     "devices": "GPU properties and per-SM limits (as the trace recorded them)",
@@ -302,6 +302,8 @@ DESCRIPTIONS: dict[str, str] = {
     "ncu_kernels": "one row per kernel launch profiled by Nsight Compute",
     "ncu_metrics": "every metric of every launch, long format, in base units",
     "layer_shapes": "one row per module call of one forward pass (`layer_shapes.json` of `tracepipe capture`)",
+    "graph_nodes": "CUDA graph nodes as nsys saw them made (`CUDA_GRAPH_NODE_EVENTS`)",
+    "graph_launches": "whole-graph executions recorded without their kernels (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`)",
 }
 
 

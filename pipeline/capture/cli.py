@@ -428,11 +428,11 @@ def make_job(kw: dict[str, Any]) -> Job:
         script=script,
         lib_dir=kw["lib_dir"].resolve() if kw["lib_dir"] else None,
         gzip_sqlite=kw["gzip_sqlite"],
-        train=kw["train"],
-        loss=kw["loss"],
-        backward_ranges=kw["backward_ranges"],
-        graph=kw["graph"],
-        cuda_graph_trace=kw["cuda_graph_trace"],
+        train=kw.get("train", False),
+        loss=kw.get("loss", ""),
+        backward_ranges=kw.get("backward_ranges", "emit_nvtx"),
+        graph=kw.get("graph", False),
+        cuda_graph_trace=kw.get("cuda_graph_trace", "node"),
     )
 
 
