@@ -8,6 +8,7 @@ cuda_occupancy.h's rules, ROCm's "GPU hardware specifications" for AMD Instinct 
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import subprocess
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.analyze import connect, view_files
+from pipeline.analyze.arch import ARCH_ROWS
 from pipeline.store import TraceWriter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,3 +292,52 @@ def test_amd_impossible_lds_from_the_amd_row_and_unknown_amd_part(tmp_path: Path
 def test_new_table_rows(tmp_path: Path, cc: tuple[int, int], kernel: dict, expected: tuple) -> None:
     write_trace(tmp_path, [{"device_id": 0, "compute_major": cc[0], "compute_minor": cc[1]}], [kernel])
     assert rows(tmp_path, OCC_SQL) == [expected]
+
+
+def test_hopper_row_and_launch_limits_equal_ncus_device_attributes() -> None:
+    # The committed H200 capture: ncu's device__attribute_* columns (raw page), read with csv.  The table row
+    # must equal them; kernel_geometry's launch limits (gridDim.y/z 65535, blockDim (1024, 1024, 64), 1024
+    # threads) must equal the device's maxima.
+    lines = (ROOT / "sample_traces/h200_smallcnn/ncu_raw.csv").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    dev = {k.removeprefix("device__attribute_"): v for k, v in list(csv.DictReader(lines[start:]))[1].items()}
+    n = {k: int(v.replace(",", "")) for k, v in dev.items() if v.replace(",", "").isdigit()}
+    (row,) = [r for r in ARCH_ROWS if (r["compute_major"], r["compute_minor"]) == (9, 0)]
+    assert (n["compute_capability_major"], n["compute_capability_minor"]) == (9, 0)
+    assert {
+        "warp_size": n["warp_size"],
+        "max_threads_per_sm": n["max_threads_per_multiprocessor"],
+        "max_warps_per_sm": n["max_warps_per_multiprocessor"],
+        "max_blocks_per_sm": n["max_blocks_per_multiprocessor"],
+        "max_threads_per_block": n["max_threads_per_block"],
+        "max_registers_per_sm": n["max_registers_per_multiprocessor"],
+        "max_registers_per_block": n["max_registers_per_block"],
+        "max_registers_per_thread": n["max_registers_per_thread"],
+        "max_shared_mem_per_sm_bytes": n["max_shared_memory_per_multiprocessor"],
+        "max_shared_mem_per_block_bytes": n["max_shared_memory_per_block"],
+        "max_shared_mem_per_block_optin_bytes": n["max_shared_memory_per_block_optin"],
+        "reserved_shared_mem_per_block_bytes": n["reserved_shared_memory_per_block"],
+        "ref_sm_count": n["multiprocessor_count"],
+    } == {k: row[k] for k in (
+        "warp_size", "max_threads_per_sm", "max_warps_per_sm", "max_blocks_per_sm", "max_threads_per_block",
+        "max_registers_per_sm", "max_registers_per_block", "max_registers_per_thread", "max_shared_mem_per_sm_bytes",
+        "max_shared_mem_per_block_bytes", "max_shared_mem_per_block_optin_bytes",
+        "reserved_shared_mem_per_block_bytes", "ref_sm_count",
+    )}  # fmt: skip
+    grid = (n["max_grid_dim_x"], n["max_grid_dim_y"], n["max_grid_dim_z"])
+    block = (n["max_block_dim_x"], n["max_block_dim_y"], n["max_block_dim_z"])
+    assert (grid, block, n["max_threads_per_block"]) == (LARGEST_GRID, (1024, 1024, 64), 1024)
+
+
+def test_table_rows_are_self_consistent() -> None:
+    # Published-table invariants every row must keep: threads = warps * warp size, the opt-in per-block limit
+    # fits the SM's shared memory minus the driver's reserve, the largest carveout is the SM's shared memory.
+    for r in ARCH_ROWS:
+        key = r["gfx_arch"] or f"{r['compute_major']}.{r['compute_minor']}"
+        assert r["max_threads_per_sm"] == r["max_warps_per_sm"] * r["warp_size"], key
+        reserve = r["reserved_shared_mem_per_block_bytes"] or 0
+        assert r["max_shared_mem_per_block_optin_bytes"] <= r["max_shared_mem_per_sm_bytes"] - reserve, key
+        if r["shared_mem_carveouts_bytes"]:
+            assert max(r["shared_mem_carveouts_bytes"]) == r["max_shared_mem_per_sm_bytes"], key
+    ccs = {(r["compute_major"], r["compute_minor"]) for r in ARCH_ROWS if r["vendor"] == "NVIDIA"}
+    assert {(6, 1), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)} <= ccs
