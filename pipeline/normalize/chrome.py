@@ -290,6 +290,7 @@ def _ranges(user: pa.Table | None, gpu: pa.Table | None) -> pa.Table | None:
     ranges = pa.concat_tables(parts, promote_options="default").rename_columns(
         ["text" if c == "name" else c for c in parts[0].column_names]
     )
+    # A stable sort: ranges with the same start and end keep file order, the first one the outer (docs/schema.md).
     ranges = ranges.sort_by([("start_ns", "ascending"), ("end_ns", "descending")])
     ranges = ranges.append_column("range_id", pa.array(np.arange(ranges.num_rows, dtype=np.int64)))
     return with_nesting(ranges)

@@ -236,7 +236,7 @@ def nvtx_ranges_sql(db: Sqlite) -> str | None:
     end_tid = TID.format(col="n.endGlobalTid") if "endGlobalTid" in db.columns("NVTX_EVENTS") else "NULL"
     kinds = ", ".join(map(str, PUSH_POP + START_END))
     return f"""
-    SELECT row_number() OVER (ORDER BY n.start, n."end" DESC) - 1 AS range_id,
+    SELECT row_number() OVER (ORDER BY n.start, n."end" DESC, n.rowid) - 1 AS range_id,
            CASE WHEN n.eventType IN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END AS kind,
            'nvtx' AS source, {_nvtx_domain(db)} AS domain, {_nvtx_text(db)} AS text,
            {c("category")} AS category, {c("color")} AS color,
@@ -245,7 +245,7 @@ def nvtx_ranges_sql(db: Sqlite) -> str | None:
            coalesce({end_tid}, {TID.format(col="n.globalTid")}) AS end_tid
     FROM NVTX_EVENTS n
     WHERE n.eventType IN ({kinds}) AND n."end" IS NOT NULL
-    ORDER BY n.start, n."end" DESC
+    ORDER BY n.start, n."end" DESC, n.rowid
     """
 
 
