@@ -9,6 +9,8 @@ cuda_occupancy.h's rules, ROCm's "GPU hardware specifications" for AMD Instinct 
 from __future__ import annotations
 
 import csv
+import gzip
+import json
 import math
 import os
 import subprocess
@@ -341,3 +343,65 @@ def test_table_rows_are_self_consistent() -> None:
             assert max(r["shared_mem_carveouts_bytes"]) == r["max_shared_mem_per_sm_bytes"], key
     ccs = {(r["compute_major"], r["compute_minor"]) for r in ARCH_ROWS if r["vendor"] == "NVIDIA"}
     assert {(6, 1), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)} <= ccs
+
+
+# ---------------------------------------------------------------- real traces of other GPUs (sample_traces/external)
+
+EXTERNAL = ROOT / "sample_traces/external"
+
+
+@pytest.fixture(scope="module")
+def external(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pipeline.normalize import normalize_file
+
+    out = tmp_path_factory.mktemp("external")
+    for name in (
+        "tracelens_mi300_resnet_act_checkpoint",
+        "tracelens_vllm_hip_graph_execution",
+        "kineto_pt19_resnet50_worker0",
+    ):
+        normalize_file(EXTERNAL / f"{name}.json.gz", out)
+    return out
+
+
+def test_real_mi300x_traces_are_amd_cdna3(external: Path) -> None:
+    # TraceLens' MI300X traces: Kineto deviceProperties computeMajor 9 / computeMinor 4, warpSize 64, numSms 304,
+    # maxSharedMemoryPerMultiProcessor 65536; the vLLM one leaves every device name empty ("").
+    raw = {}
+    for name in ("tracelens_mi300_resnet_act_checkpoint", "tracelens_vllm_hip_graph_execution"):
+        with gzip.open(EXTERNAL / f"{name}.json.gz") as f:
+            d = json.load(f)["deviceProperties"][0]
+        raw[name] = (d["name"], d["computeMajor"], d["computeMinor"], d["warpSize"], d["numSms"])
+    assert raw["tracelens_mi300_resnet_act_checkpoint"] == ("AMD Instinct MI300X", 9, 4, 64, 304)
+    assert raw["tracelens_vllm_hip_graph_execution"] == ("", 9, 4, 64, 304)
+    got = rows(
+        external,
+        "SELECT DISTINCT vendor, gfx_arch, arch_name, compute_capability, sm_count, warp_size, max_warps_per_sm, "
+        "max_shared_mem_per_sm_bytes FROM device_limits WHERE trace_id LIKE '%tracelens%'",
+    )
+    assert got == [("AMD", "gfx942", "CDNA3", None, 304, 64, 32, 65536)]  # never Hopper, never cc 9.4
+    (n,) = rows(
+        external,
+        "SELECT count(*) FILTER (WHERE theoretical_occupancy_pct IS NULL AND occupancy_issue LIKE 'AMD device%') "
+        "= count(*) FROM kernel_occupancy WHERE trace_id LIKE '%tracelens%'",
+    )
+    assert n == (True,)
+
+
+def test_real_v100_trace_matches_the_profilers_per_sm_figures(external: Path) -> None:
+    # Kineto (PyTorch 1.9, V100, cc 7.0) wrote its own blocks per SM, warps per SM and est. achieved occupancy
+    # for 8,772 kernels; the model (trace limits + the 7.0 row) gives the same numbers.  The profiler rounds
+    # a float32 occupancy, so 22.5 % exactly (7.2 blocks/SM x 64 threads / 2048) prints as 22: within 0.5.
+    (r,) = rows(
+        external,
+        "SELECT count(*), count(*) FILTER (WHERE abs(w.blocks_per_sm - k.profiler_blocks_per_sm) < 1e-3), "
+        "count(*) FILTER (WHERE abs(w.warps_per_sm - k.profiler_warps_per_sm) < 1e-3), "
+        "count(*) FILTER (WHERE abs(w.est_achieved_occupancy_pct - k.profiler_est_achieved_occupancy_pct) <= 0.5) "
+        "FROM kernels k JOIN kernel_waves w USING (trace_id, kernel_id) WHERE k.trace_id LIKE '%kineto%'",
+    )
+    assert r == (8772, 8772, 8772, 8772)
+    (d,) = rows(
+        external,
+        "SELECT DISTINCT arch_name, sm_count, from_arch_table FROM device_limits WHERE trace_id LIKE '%kineto%'",
+    )
+    assert d == ("Volta", 80, ["max_blocks_per_sm"])  # Kineto records no maxBlocksPerSm: the 7.0 row's 32
