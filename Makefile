@@ -7,7 +7,7 @@ NORM    := $(BUILD)/normalized
 ANALYSIS:= $(BUILD)/analysis
 REPORT  ?= report
 
-.PHONY: install normalize analyze report demo test lint bench mutants clean
+.PHONY: install normalize analyze report demo test lint bench mutants clean chromium check-report
 
 # The pipeline itself (normalize/analyze/report/sql) needs no torch.
 .venv/.installed: pyproject.toml
@@ -37,8 +37,17 @@ report: analyze
 
 demo: report
 
-test: .venv/.installed-test
+# The report tests render report.html in headless Chromium (pipeline/report/browser_check.py): no browser, no pass.
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
+	  || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+test: .venv/.installed-test chromium
 	$(PY) -m pytest
+
+# Fails when anything in report.html overflows a 1400 px viewport or a figure is drawn shrunk or cut.
+check-report: report chromium
+	$(PY) -m pipeline.report.browser_check $(REPORT)/report.html
 
 # Break each rule once on purpose (scripts/mutants.py, docs/testing.md); fails on a surviving mutant.
 # Slow (minutes): kept out of `make test`.  RECORD=1 rewrites benchmarks/results/mutants.txt.

@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 from pipeline.analyze import connect, view_files, write_views
+from pipeline.report.browser_check import overflows
 from pipeline.report.build import build_report
 from tests.test_cli import tp
 
@@ -203,6 +204,8 @@ def test_demo_pipeline_on_every_sample(tmp_path: Path) -> None:
     no_network(html)
     for png in out.glob("*.png"):
         check_png(png)
+    # rendered in headless Chromium at 1400 px: no table scrolls, no figure is shrunk or cut, the nav wraps
+    assert overflows(out / "report.html") == []
 
 
 def many_traces(analysis: Path, dest: Path, n: int) -> list[str]:
@@ -230,6 +233,8 @@ def test_terminal_summary_fits_40_lines_for_many_traces(analysis: Path, tmp_path
     # --json is not cut: every trace with its top layers and kernels
     j = json.loads(tp("report", tmp_path / "a", "--out", tmp_path / "r", "--json").stdout)
     assert sorted(j["traces"]) == ids and all(len(t["top_layers"]) == 5 for t in j["traces"].values())
+    # 12 links in the nav bar: they wrap inside the page instead of running past the 8th
+    assert overflows(tmp_path / "r" / "report.html") == []
 
 
 def test_terminal_summary_cuts_past_40_lines() -> None:
@@ -248,3 +253,26 @@ def test_terminal_summary_cuts_past_40_lines() -> None:
     shown = [t.trace_id for t in traces if t.trace_id in text]
     assert len(text.splitlines()) <= 40 and len(shown) >= 25
     assert f"{300 - len(shown)} more trace(s)" in text and "macs in 300" in text
+
+
+def test_browser_check_sees_what_overflows(tmp_path: Path) -> None:
+    """The check itself: a nav without wrapping, a table wider than the page and a shrunk image are each found."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(20, 2), dpi=100)  # 2000 px wide: the page draws it at most 1320 px
+    fig.text(0.5, 0.5, "wide")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    from pipeline.report.html import CSS, image
+
+    nav = "".join(f'<a href="#t{i}">trace_number_{i:03d}</a>' for i in range(30))
+    wide = "<table><tr>" + "".join(f"<td>column_{i:03d}_value</td>" for i in range(60)) + "</tr></table>"
+    page = f"<html><head><style>{CSS} nav {{ white-space: nowrap; display: block; }}</style></head><body>"
+    (tmp_path / "bad.html").write_text(
+        f"{page}<nav>{nav}</nav><div class=scroll>{wide}</div>{image(buf.getvalue(), 'w')}</body></html>"
+    )
+    found = "\n".join(overflows(tmp_path / "bad.html"))
+    assert "a: right edge" in found and "div.scroll" in found and "img[w]: image drawn" in found, found
+    (tmp_path / "ok.html").write_text(f"<html><head><style>{CSS}</style></head><body><nav>{nav}</nav></body></html>")
+    assert overflows(tmp_path / "ok.html") == []

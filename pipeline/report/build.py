@@ -23,7 +23,7 @@ import polars as pl
 from pipeline import console
 from pipeline.report import tables
 from pipeline.report.data import Views, load
-from pipeline.report.html import Col, Page, image, integer, na, pct, si, table, us
+from pipeline.report.html import Col, Page, image, integer, known, na, pct, si, table, us
 from pipeline.report.html import name as cut_name
 
 TOP_N = 5
@@ -101,7 +101,7 @@ LAYER_COLS = [
     Col("mean_ns", "mean µs", us, True),
     Col("min_ns", "min µs", us, True),
     Col("max_ns", "max µs", us, True),
-    Col("macs", "MACs", si, True),
+    Col("macs", "MACs (analytic)", known(si), True),
     Col("measured_macs", "measured MACs", si, True),
     Col("macs_per_s", "achieved MAC/s", si, True),
 ]
@@ -193,6 +193,13 @@ class _TraceBuilder:
             + img
             + table(self.by_path, LAYER_COLS, max_rows=tables.MAX_TABLE_ROWS)
             + (na(f"MACs and achieved MAC/s: {macs}") if macs else "")
+            + (
+                ""
+                if macs
+                else '<p class="note">MACs (analytic) "—": the shape model counts GEMM MACs of Conv and Linear '
+                "layers only; batch-norm, activations, pooling and containers have no analytic count (not 0). "
+                "measured MACs are ncu's FMA + tensor MACs of the layer's kernels, elementwise work included.</p>"
+            )
         )
 
     def kernels(self) -> None:
@@ -223,9 +230,10 @@ class _TraceBuilder:
         self.rep.sections["sm_load"] = "drawn"
         self.parts.append(
             self._png("sm_load", sm_heatmap(load_, self.trace), "SM load heatmap")
-            + f'<p class="note">Colour: each SM\'s {_html.escape(load_.value_name)} relative to the busiest SM of '
-            "the same layer (row), from layer_sm_load's round-robin dispatch estimate; dark = idle SM.</p>"
-            + table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS)
+            + f'<p class="note">Model, not measurement: each SM\'s {_html.escape(load_.value_name)} from '
+            "layer_sm_load's round-robin dispatch estimate, on one absolute (log) scale for every layer so layers "
+            "compare; black = no block assigned. The left-to-right steps are the model's dispatch order, not "
+            "measured imbalance.</p>" + table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS)
         )
 
     def timeline(self) -> None:

@@ -16,11 +16,14 @@ h1 { margin: 24px 0 4px; } h2 { margin-top: 40px; border-bottom: 2px solid #ddd;
 h3 { margin: 28px 0 8px; } .meta, .note { color: #666; } .na { color: #a15c00; font-style: italic; }
 img { max-width: 100%; border: 1px solid #eee; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 12.5px; }
-th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: left; white-space: nowrap; }
-th { background: #f5f5f7; position: sticky; top: 0; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 6px; border-bottom: 1px solid #eee; text-align: left; white-space: nowrap; }
+th { background: #f5f5f7; position: sticky; top: 0; white-space: normal; vertical-align: bottom; max-width: 7em; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.name { max-width: 26em; overflow: hidden; text-overflow: ellipsis; } /* the cell's title has the whole text */
 .scroll { overflow-x: auto; }
 tr.group td { border-top: 2px solid #ccc; } .kpi { display: inline-block; margin-right: 28px; }
-.kpi b { font-size: 18px; display: block; } nav a { margin-right: 14px; }
+.kpi b { font-size: 18px; display: block; }
+nav { display: flex; flex-wrap: wrap; gap: 4px 14px; }
 """
 
 Fmt = Callable[[object], str]
@@ -47,6 +50,11 @@ def si(x: object) -> str:
         if abs(v) >= scale:
             return f"{v / scale:,.2f} {unit}"
     return f"{v:,.0f}"
+
+
+def known(fmt: Fmt) -> Fmt:
+    """``fmt``, but "—" for a missing value (not counted), where an empty cell would read as "not shown"."""
+    return lambda x: "—" if x is None else fmt(x)
 
 
 def text(x: object) -> str:
@@ -106,7 +114,7 @@ class Page:
     sections: list[tuple[str, str, str]] = field(default_factory=list)  # (anchor, heading, body html)
 
     def render(self) -> str:
-        nav = "".join(f'<a href="#{a}">{html.escape(h)}</a>' for a, h, _ in self.sections)
+        nav = "\n".join(f'<a href="#{a}">{html.escape(h)}</a>' for a, h, _ in self.sections)
         body = "".join(f'<section id="{a}"><h2>{html.escape(h)}</h2>{b}</section>' for a, h, b in self.sections)
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import textwrap
 
 import matplotlib
 
@@ -16,11 +17,15 @@ from matplotlib.patches import Patch
 from pipeline.report.tables import OUTSIDE, SmLoad, Window
 
 DPI = 110
-WIDTH_IN = 12.0
+#: 11.5 in x 110 dpi = 1265 px: fits the page's 1272 px content box unscaled (the browser check fails a shrunk image)
+WIDTH_IN = 11.5
 #: rows drawn in the bar chart and heatmap; the tables below them list the rest
 MAX_ROWS = 25
 PARENT_GREY = "#c8c8c8"
 OUTSIDE_GREY = "#7f7f7f"
+OTHER_GREY = "#d9d9d9"
+#: layers past the 19 with most GPU time share one "other layers" colour: colours never repeat, legends stay short
+MAX_COLOURED = 19
 
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 11, "axes.spines.top": False, "axes.spines.right": False})
 
@@ -29,12 +34,19 @@ def layer_colours(layers: list[str]) -> dict[str, str]:
     """A stable colour per layer name (ordered by GPU time), shared by every figure of a trace."""
     palette = [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab10").colors]
     palette += [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab20").colors[1::2]]
+    palette = palette[:MAX_COLOURED]
     out: dict[str, str] = {}
+    coloured = 0
     for name in layers:
+        if name in out:
+            continue
         if name == OUTSIDE:
             out[name] = OUTSIDE_GREY
-        elif name not in out:
-            out[name] = palette[len([n for n in out if n != OUTSIDE]) % len(palette)]
+        elif coloured < len(palette):
+            out[name] = palette[coloured]
+            coloured += 1
+        else:
+            out[name] = OTHER_GREY
     return out
 
 
@@ -79,24 +91,29 @@ def layer_bars(by_name: pl.DataFrame, by_path: pl.DataFrame, colours: dict[str, 
 
 
 def sm_heatmap(load: SmLoad, trace: str) -> bytes:
-    """Rows: layer paths; columns: SM ids; colour: the SM's load relative to the busiest SM of that layer
-    (so a small layer's idle SMs show as clearly as a big one's); the row label gives SMs used."""
+    """Rows: layer paths; columns: SM ids; colour: the SM's modelled load on ONE absolute log scale for every
+    layer (so layers compare); idle SMs black; the row label gives SMs used. A model, not a measurement."""
     m = load.matrix.head(MAX_ROWS)
     values = m.drop("path").to_numpy().astype(float)
-    row_max = values.max(axis=1, keepdims=True)
-    rel = np.divide(values, row_max, out=np.zeros_like(values), where=row_max > 0)
+    top = float(values.max()) if values.size else 0.0
+    norm = matplotlib.colors.LogNorm(vmin=max(top * 1e-4, 1e-9), vmax=max(top, 1e-9))
+    rel = np.ma.masked_less_equal(values, 0)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="black")
     n_sm = values.shape[1]
     used = (values > 0).sum(axis=1)
     labels = [f"{_short(p, 30)}  [{u}/{n_sm} SMs]" for p, u in zip(m["path"].to_list(), used, strict=True)]
     fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 1.6 + 0.3 * len(labels))), layout="constrained")
-    im = ax.imshow(rel, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    im = ax.imshow(rel, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
     ax.set_yticks(np.arange(len(labels)), labels)
     step = 12 if n_sm > 48 else max(1, n_sm // 8)
     ax.set_xticks(np.arange(0, n_sm, step))
     ax.set_xlabel("SM id (dispatch order, round-robin model)")
     cb = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.03)
-    cb.set_label(f"{load.value_name} / busiest SM of the layer")
-    ax.set_title(f"{trace}: estimated load per SM and layer ({load.value_name})", fontweight="bold")
+    cb.set_label(f"{load.value_name} per SM (one scale for all layers; black = idle)")
+    ax.set_title(
+        f"{trace}: load per SM and layer ({load.value_name}) — model (round-robin dispatch estimate)",
+        fontweight="bold",
+    )
     return _png(fig)
 
 
@@ -114,7 +131,9 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
         k = k.with_columns(pl.lit(None, pl.Int32).alias("device_id"))
     streams = k.select("device_id", "stream_id").unique().sort("device_id", "stream_id", nulls_last=True).rows()
     lanes = [f"NVTX depth {d}" for d in depths] + [f"GPU {d} · stream {s}" for d, s in streams]
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.4, 1.9 + 0.55 * len(lanes))), layout="constrained")
+    n_legend = min(len(set(k["layer"].to_list())), MAX_COLOURED + 1)
+    legend_in = 0.5 + 0.22 * -(-n_legend // 5)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.4, 1.9 + 0.55 * len(lanes)) + legend_in), layout="constrained")
     lane_of = {("r", d): i for i, d in enumerate(depths)}
     lane_of.update({("k", ds): len(depths) + i for i, ds in enumerate(streams)})
     for r in w.ranges.iter_rows(named=True):
@@ -149,20 +168,27 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
     ax.set_xlim(0, span)
     ax.set_xlabel(f"GPU time since the window start ({unit})")
     busy = k["duration_ns"].sum() / max(w.end_ns - w.start_ns, 1) * 100
-    ax.set_title(
+    title = (
         f"{trace}: {w.title} — {_us(w.end_ns - w.start_ns)} span, {k.height} kernels, "
-        f"kernels busy {busy:.{0 if busy >= 1 else 2}f}% of it",
-        fontweight="bold",
+        f"kernels busy {busy:.{0 if busy >= 1 else 2}f}% of it"
     )
-    present = [n for n in colours if n in set(k["layer"].to_list())]
-    handles = [Patch(facecolor=colours[n], edgecolor="black", linewidth=0.3, label=n) for n in present]
+    ax.set_title(textwrap.fill(title, 100), fontweight="bold")  # two lines rather than a title cut at the edge
+    present = set(k["layer"].to_list())
+    handles = [
+        Patch(facecolor=c, edgecolor="black", linewidth=0.3, label=_short(n, 24))
+        for n, c in colours.items()
+        if n in present and c != OTHER_GREY
+    ]
+    others = sum(1 for n in present if colours.get(n, OTHER_GREY) == OTHER_GREY)
+    if others:
+        handles.append(Patch(facecolor=OTHER_GREY, edgecolor="black", linewidth=0.3, label=f"{others} other layers"))
     if handles:
-        ax.legend(
+        # below the axes, as a figure legend: the plot keeps the full width whatever the number of entries
+        fig.legend(
             handles=handles,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.16),
-            ncol=min(len(handles), 8),
+            loc="outside lower center",
+            ncol=min(len(handles), 5),
             frameon=False,
-            title="kernels coloured by layer",
+            title="kernels coloured by layer (top layers by GPU time)",
         )
     return _png(fig)

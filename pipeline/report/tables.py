@@ -51,7 +51,8 @@ def layers_by_path(v: Views, trace: str) -> pl.DataFrame:
         df = (
             df.join(per_call, on="layer", how="left")
             .with_columns(
-                (pl.col("_macs_per_call") * pl.col("calls")).alias("macs"),
+                # 0 is "type not analysed" (bn, relu, pool, containers), not "does no work": shown as "—"
+                pl.when(pl.col("_macs_per_call") > 0).then(pl.col("_macs_per_call") * pl.col("calls")).alias("macs"),
                 (pl.col("_measured_per_call") * pl.col("calls")).alias("measured_macs"),
             )
             .drop("_macs_per_call", "_measured_per_call")
