@@ -215,9 +215,10 @@ def _print_normalize_summary(results: list, out: Path, skipped: list[tuple[Path,
     table = Table(title=f"normalized into {out}", title_justify="left")
     for col in ("trace_id", "format", "kernels", "nvtx_ranges", "api_calls", "status"):
         table.add_column(col, justify="right" if col in ("kernels", "nvtx_ranges", "api_calls") else "left")
-    # trace ids are what queries filter on: never shortened, the other columns give way
-    table.columns[0].no_wrap = True
-    table.columns[0].min_width = max((len(r.trace_id) for r in results), default=8)
+    # trace ids are what queries filter on: never shortened with '…', folded onto more lines when too wide
+    table.columns[0].overflow = "fold"
+    longest = max((len(r.trace_id) for r in results), default=8)
+    table.columns[0].min_width = min(longest, console.out.width // 3)
     for r in results:
         rows = r.rows
         table.add_row(
