@@ -198,3 +198,27 @@ def gpu_names_table() -> pa.Table:
     Registered as view ``gpu_names``; the first line is its ``--help`` description.
     """
     return pa.Table.from_pylist(GPU_NAMES, schema=GPU_NAMES_SCHEMA)
+
+
+# ---------------------------------------------------------------- projection onto another device
+
+from pipeline.analyze.devices import DEVICE_PRESETS  # noqa: E402  (re-exported: the CLI imports it without pyarrow)
+
+DEVICE_OVERRIDE = pa.schema(
+    [
+        pa.field("projected_device", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("compute_major", pa.int32()),
+        pa.field("compute_minor", pa.int32()),
+        pa.field("sm_count", pa.int32()),
+    ]
+)
+
+
+def device_override_table(device: str | None = None) -> pa.Table:
+    """The table registered as view ``device_override``: no row (the traced devices) or the one preset."""
+    if device is None:
+        return DEVICE_OVERRIDE.empty_table()
+    part, (major, minor), sms = DEVICE_PRESETS[device]
+    row = {"projected_device": device, "name": part, "compute_major": major, "compute_minor": minor, "sm_count": sms}
+    return pa.Table.from_pylist([row], schema=DEVICE_OVERRIDE)

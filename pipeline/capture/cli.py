@@ -52,6 +52,14 @@ NCU_METRICS = (
     "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
     "sm__ops_path_tensor_src_fp64.sum",
 )
+#: ``--sm-counters``: per-SM spread of each launch (``.min/.max/.avg/.sum`` over the SMs) -- active cycles,
+#: warp instructions and blocks (CTAs) launched -- for ``sql/kernel_sm_spread.sql``, which compares them with
+#: the round-robin dispatch model; LaunchStats (always collected) gives ``launch__sm_count`` and the grid.
+SM_SPREAD_METRICS = tuple(
+    f"{counter}.{stat}"
+    for counter in ("sm__cycles_active", "sm__inst_executed", "sm__ctas_launched", "sm__warps_launched")
+    for stat in ("min", "max", "avg", "sum")
+)
 LIBDW = "libdw.so.1"
 LIBDW_HINT = (
     "nsys's importer (QdstrmImporter) needs libdw.so.1, which this host lacks: unpack Debian's libdw1 and "
@@ -232,22 +240,42 @@ def capture_nsys(job: Job) -> None:
         gzip_file(sqlite)
 
 
-def ncu_metrics(ncu: str, job: Job) -> list[str]:
-    """The metrics of ``NCU_METRICS`` that this ncu knows on this GPU (an unknown name fails the run)."""
+def requested_metrics(sm_counters: bool, extra: tuple[str, ...]) -> list[str]:
+    """``NCU_METRICS``, plus ``SM_SPREAD_METRICS`` with ``--sm-counters``, plus ``--metrics`` (comma lists),
+    in that order without repeats."""
+    names = [*NCU_METRICS, *(SM_SPREAD_METRICS if sm_counters else ())]
+    names += [m.strip() for item in extra for m in item.split(",") if m.strip()]
+    return list(dict.fromkeys(names))
+
+
+def ncu_metrics(ncu: str, job: Job, wanted: list[str] | None = None) -> list[str]:
+    """The metrics of ``wanted`` (default ``NCU_METRICS``) that this ncu knows on this GPU (an unknown name
+    fails the whole run, so it is dropped, with a warning for names the user asked for)."""
+    wanted = list(NCU_METRICS) if wanted is None else wanted
     proc = subprocess.run(
         [ncu, "--query-metrics", "--csv"], capture_output=True, text=True, env=job.env(), check=False, timeout=120
     )
     if proc.returncode != 0:
-        return list(NCU_METRICS)
+        return wanted
     known = set(re.findall(r'^"?([a-z0-9_]+__[a-z0-9_]+)', proc.stdout, flags=re.M))
-    return [m for m in NCU_METRICS if m.rsplit(".", 1)[0] in known]
+    dropped = [m for m in wanted if m.rsplit(".", 1)[0] not in known and m not in NCU_METRICS]
+    if dropped:
+        click.echo(f"[capture] warning: ncu does not list {', '.join(dropped)} on this GPU: not collected", err=True)
+    return [m for m in wanted if m.rsplit(".", 1)[0] in known]
 
 
-def capture_ncu(job: Job, launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool) -> None:
+def capture_ncu(
+    job: Job,
+    launch_count: int,
+    nvtx_include: tuple[str, ...],
+    keep_rep: bool,
+    sm_counters: bool = False,
+    extra_metrics: tuple[str, ...] = (),
+) -> None:
     ncu = job.tools.setdefault("ncu", find_tool("ncu"))
     if ncu is None:
         raise CaptureError("ncu not found on PATH nor under /opt/nvidia or /usr/local/cuda/bin")
-    metrics = ncu_metrics(ncu, job)
+    metrics = ncu_metrics(ncu, job, requested_metrics(sm_counters, extra_metrics))
     rep = job.out / "ncu.ncu-rep"
     argv = [ncu, "--clock-control", "none", "--nvtx", "--force-overwrite", "-o", str(job.out / "ncu")]
     if not job.script:
@@ -327,10 +355,30 @@ def gzip_option(f: Any) -> Any:
 
 
 def ncu_options(f: Any) -> Any:
+    f = click.option(
+        "--metrics",
+        "extra_metrics",
+        multiple=True,
+        help="More ncu metrics (comma-separated, repeatable), passed to ncu --metrics; names it lacks are dropped.",
+    )(f)
+    f = click.option(
+        "--sm-counters",
+        is_flag=True,
+        help="Also collect per-SM spread counters (sm__cycles_active, sm__inst_executed, sm__ctas_launched, "
+        "sm__warps_launched .min/.max/.avg/.sum) for the kernel_sm_spread view.",
+    )(f)
     f = click.option("--keep-rep", is_flag=True, help="Keep ncu.ncu-rep (large) beside the CSVs.")(f)
     f = click.option("--nvtx-include", multiple=True, help="ncu --nvtx-include filter, e.g. 'step/model/layer1/'.")(f)
     f = click.option("--launch-count", default=200, show_default=True, help="Kernels ncu profiles (0: all).")(f)
     return f
+
+
+NCU_KWARGS = ("launch_count", "nvtx_include", "keep_rep", "sm_counters", "extra_metrics")
+
+
+def ncu_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
+    """The ncu options, taken out of the command's keyword arguments (the rest build the Job)."""
+    return {name: kw.pop(name) for name in NCU_KWARGS}
 
 
 def make_job(kw: dict[str, Any]) -> Job:
@@ -458,7 +506,7 @@ def nsys(**kw: Any) -> None:
 @capture.command()
 @common
 @ncu_options
-def ncu(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw: Any) -> None:
+def ncu(**kw: Any) -> None:
     """ncu of one measured forward: ncu_raw.csv (raw page) and ncu_details.csv.gz (sections).
 
     \b
@@ -467,7 +515,7 @@ def ncu(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw: 
       tracepipe capture ncu -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/r18 --launch-count 50
       tracepipe capture ncu -o cap/r18 --nvtx-include 'step/model/layer1/' -- python infer.py
     """
-    _run(kw, ["ncu"], {"launch_count": launch_count, "nvtx_include": nvtx_include, "keep_rep": keep_rep})
+    _run(kw, ["ncu"], ncu_kwargs(kw))
 
 
 @capture.command()
@@ -488,7 +536,7 @@ def torch(**kw: Any) -> None:
 @common
 @gzip_option
 @ncu_options
-def all_(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw: Any) -> None:
+def all_(**kw: Any) -> None:
     """nsys, then torch, then ncu, into one folder; one failing tool does not stop the others.
 
     \b
@@ -497,6 +545,4 @@ def all_(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw:
       tracepipe capture all -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/r18 --depth 2 --launch-count 0
       tracepipe capture all -o cap/mine -- python train.py --epochs 1
     """
-    _run(
-        kw, ["nsys", "torch", "ncu"], {"launch_count": launch_count, "nvtx_include": nvtx_include, "keep_rep": keep_rep}
-    )
+    _run(kw, ["nsys", "torch", "ncu"], ncu_kwargs(kw))
