@@ -26,8 +26,9 @@
 --   * A value the trace recorded wins when it is possible (> 0; warp size 32 or 64); an impossible one
 --     (0 SMs, 0 warps, maxBlocksPerSm = 0 ...) is replaced from arch_limits and listed in
 --     rejected_trace_values.  arch_limits also fills NULLs (older nsys layouts lack max_blocks_per_sm).
---   * Vendor from the name: an AMD device takes the AMD row of its gfx_arch, never an NVIDIA compute
---     capability; an unknown AMD part keeps the trace's values and NULL elsewhere.  A compute capability
+--   * Vendor from the name (or 64-wide warps): an AMD device takes the AMD row of its gfx_arch (from the name,
+--     else HIP's major.minor where it names one: 9.4 = gfx942), never an NVIDIA compute capability; an
+--     unknown AMD part keeps the trace's values and NULL elsewhere.  A compute capability
 --     missing from arch_limits likewise keeps the trace's values and NULL elsewhere -- never another GPU's.
 --   * A device with neither a compute capability nor an AMD architecture (or a render-only adapter) gets
 --     NULL limits and an issue: the GPU views leave its kernels' derived columns NULL; analyze warns.
@@ -62,11 +63,14 @@ named AS (   -- vendor by the first gpu_names pattern the name matches
     LEFT JOIN gpu_names n ON regexp_matches(lower(coalesce(r.name, '')), n.pattern)
     QUALIFY row_number() OVER (PARTITION BY r.row_no ORDER BY n.priority NULLS LAST) = 1
 ),
-vendored AS (
-    SELECT * EXCLUDE (name_vendor, name_gfx),
-           coalesce(name_vendor, CASE WHEN compute_major > 0 THEN 'NVIDIA' END) AS vendor,
-           CASE WHEN name_vendor = 'AMD' THEN nullif(name_gfx, '') END AS gfx_arch
-    FROM named
+vendored AS (  -- no NVIDIA GPU has 64-wide warps: an unnamed device with them is AMD (ROCm's wavefront)
+    SELECT n.* EXCLUDE (name_vendor, name_gfx),
+           coalesce(n.name_vendor, CASE WHEN n.warp_size = 64 THEN 'AMD' WHEN n.compute_major > 0 THEN 'NVIDIA' END)
+               AS vendor,
+           CASE WHEN coalesce(n.name_vendor, CASE WHEN n.warp_size = 64 THEN 'AMD' END) = 'AMD'
+                THEN coalesce(nullif(n.name_gfx, ''), h.gfx_arch) END AS gfx_arch
+    FROM named n
+    LEFT JOIN arch_limits h ON h.hip_compute_capability = n.compute_major || '.' || n.compute_minor
 ),
 ranked AS (  -- one row per (trace, device id): a real compute GPU first, then the row that says the most
     SELECT *,
