@@ -90,6 +90,11 @@ class Job:
     script: tuple[str, ...]
     lib_dir: Path | None
     gzip_sqlite: bool
+    train: bool = False
+    loss: str = ""
+    backward_ranges: str = "emit_nvtx"
+    graph: bool = False
+    cuda_graph_trace: str = "node"
     steps: list[dict[str, Any]] = field(default_factory=list)
     tools: dict[str, str | None] = field(default_factory=dict)
 
@@ -102,6 +107,12 @@ class Job:
             return [*argv, "--", *user_script(self.script)]
         argv += ["--model", str(self.model), "--device", self.device, "--dtype", self.dtype]
         argv += ["--warmup", str(self.warmup), "--iters", str(iters if iters is not None else self.iters)]
+        if self.train:
+            argv += ["--train", "--backward-ranges", self.backward_ranges]
+        if self.loss:
+            argv += ["--loss", self.loss]
+        if self.graph:
+            argv += ["--graph"]
         if self.factory_kwargs:
             argv += ["--factory-kwargs", self.factory_kwargs]
         for s in self.input_shapes:
@@ -219,7 +230,9 @@ def capture_nsys(job: Job) -> None:
     rep = job.out / "nsys.nsys-rep"
     for stale in (rep, job.out / "nsys.qdstrm", job.out / "nsys.sqlite", job.out / "nsys.sqlite.gz"):
         stale.unlink(missing_ok=True)
+    # node: one kernel row per replayed graph node (graph: one row per whole-graph launch, no kernels)
     argv = [nsys, "profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none"]
+    argv += [f"--cuda-graph-trace={job.cuda_graph_trace}"]
     if not job.script:  # a user script marks its own window, if at all: record all of it
         argv += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     argv += ["--force-overwrite=true", "-o", str(job.out / "nsys"), *job.runner_argv("nsys")]
@@ -315,7 +328,7 @@ def finish(job: Job, command: list[str]) -> None:
         command=command,
         model=job.model or shlex.join(job.script),
         factory_kwargs=json.loads(job.factory_kwargs) if job.factory_kwargs else {},
-        input_shapes=[[int(x) for x in s.split(",") if x] for s in job.input_shapes],
+        input_shapes=[[int(x) for x in s.split(":", 1)[0].split(",") if x] for s in job.input_shapes],
         dtype=job.dtype,
         warmup=job.warmup,
         iters=job.iters,
@@ -342,6 +355,23 @@ def common(f: Any) -> Any:
         click.option("--step-name", default="step", show_default=True, help="Range text of one measured forward."),
         click.option("--depth", type=int, default=None, help="Annotate modules down to this depth (root = 0)."),
         click.option("--lib-dir", type=click.Path(path_type=Path), help="Prepended to LD_LIBRARY_PATH (libdw)."),
+        click.option("--train", is_flag=True, help="Measure training steps: forward, loss, backward, AdamW step."),
+        click.option("--loss", default="", help="MODULE:FUNC(output, *inputs) -> scalar (default: mean square)."),
+        click.option(
+            "--backward-ranges",
+            type=click.Choice(["emit_nvtx", "hooks", "none"]),
+            default="emit_nvtx",
+            show_default=True,
+            help="How nsys sees which forward op each backward op belongs to (see docs/capture.md).",
+        ),
+        click.option("--graph", is_flag=True, help="Capture the forward as a CUDA graph and replay it per step."),
+        click.option(
+            "--cuda-graph-trace",
+            type=click.Choice(["node", "graph"]),
+            default="node",
+            show_default=True,
+            help="nsys: one row per replayed kernel (node) or per whole graph launch (graph).",
+        ),
         click.argument("script", nargs=-1, type=click.UNPROCESSED),
     ]
     for option in reversed(options):
@@ -402,6 +432,11 @@ def make_job(kw: dict[str, Any]) -> Job:
         script=script,
         lib_dir=kw["lib_dir"].resolve() if kw["lib_dir"] else None,
         gzip_sqlite=kw.get("gzip_sqlite", True),
+        train=kw.get("train", False),
+        loss=kw.get("loss", ""),
+        backward_ranges=kw.get("backward_ranges", "emit_nvtx"),
+        graph=kw.get("graph", False),
+        cuda_graph_trace=kw.get("cuda_graph_trace", "node"),
     )
 
 
