@@ -11,7 +11,6 @@ import datetime as dt
 import importlib
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from pipeline.errors import BadInputError
 from pipeline.normalize.checks import staged_warnings
 from pipeline.normalize.ncu_pages import other_page
 from pipeline.normalize.ranks import fill_rank
-from pipeline.normalize.source import SQLITE_MAGIC, head, sha256_of
+from pipeline.normalize.source import SQLITE_MAGIC, Sha256Job, head
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import PART, TraceWriter, is_up_to_date, partition_dir, trace_id_for
 
@@ -107,9 +106,16 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
     if not force and path.exists() and is_up_to_date(out, tid, path):
         return Result(path, tid, previous_format(out, tid), skipped=True)
     fmt = detect_format(path)
-    # The file's sha256 is hashed in a thread while the normalizer runs (hashlib releases the GIL).
-    with TraceWriter(out, tid) as writer, ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
-        digest = hasher.submit(sha256_of, path)
+    # The file's sha256 is hashed in a child process while the normalizer runs (see Sha256Job).
+    digest = Sha256Job(path)
+    try:
+        return _normalize(path, fmt, tid, out, digest)
+    finally:
+        digest.cancel()
+
+
+def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job) -> Result:
+    with TraceWriter(out, tid) as writer:
         meta = _normalizer(fmt)(path, writer)
         warnings = [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
         warnings += staged_warnings(writer)
