@@ -13,7 +13,7 @@ import pyarrow as pa
 
 #: Minor: columns added (older outputs read with nulls there, and are re-normalized by incremental runs);
 #: major: a column changed meaning or type (readers refuse a newer major).
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 _TRACE = pa.field("trace_id", pa.string(), nullable=False)
 
@@ -172,6 +172,7 @@ TRACE_META = _schema(
     ("source_path", s),
     ("source_sha256", s),
     ("source_bytes", i64),
+    ("source_mtime_ns", i64),
     ("source_format", s),
     ("source_version", s),
     ("schema_version", s),

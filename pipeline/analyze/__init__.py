@@ -12,21 +12,27 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shutil
+import tempfile
 import uuid
+import weakref
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from pipeline.errors import BadInputError
+from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
-from pipeline.store import table_glob
+from pipeline.store import committed_files, hold_readers
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
 #: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
 DEFAULT_MEMORY_LIMIT = "3GB"
+#: Most disk DuckDB may spill to (in a private folder under TMPDIR, removed when the connection goes)
+#: unless TRACEPIPE_TEMP_LIMIT says otherwise.
+DEFAULT_TEMP_LIMIT = "20GB"
 
 #: view name -> "module:function" returning a pyarrow Table (kept in Python: small lookup tables).
 PY_TABLES: dict[str, str] = {}
@@ -51,16 +57,21 @@ def _empty(schema: pa.Schema) -> pa.Table:
 
 
 def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, read_only: bool = False) -> None:
-    """Each table as a view. ``read_only`` scans through pyarrow datasets instead of DuckDB's file
-    access, so the connection can then switch file access off entirely (no COPY over the data)."""
+    """Each table as a view over the files of its committed traces (``store.committed_files``: a trace
+    being rewritten is read whole as it was, never half old and half new). ``read_only`` scans through
+    pyarrow datasets instead of DuckDB's file access, so the connection can then switch file access off
+    entirely (no COPY over the data). No path is pasted into SQL text."""
+    hold_readers(normalized)
     for name, schema in TABLES.items():
-        if read_only and any((normalized / name).glob("trace_id=*/*.parquet")):
-            con.register(f"_ds_{name}", ds.dataset(normalized / name, format="parquet", schema=schema))
+        files = [str(f) for f in committed_files(normalized, name)]
+        if read_only and files:
+            con.register(f"_ds_{name}", ds.dataset(files, format="parquet", schema=schema))
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _ds_{name}")
-        elif any((normalized / name).glob("trace_id=*/*.parquet")):
-            scan = f"read_parquet('{table_glob(normalized, name)}', hive_partitioning = false, union_by_name = true)"
-            have = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM {scan}")
+        elif files:
+            scan = con.read_parquet(files, hive_partitioning=False, union_by_name=True)
+            scan.create_view(f"_pq_{name}", replace=True)
+            have = set(scan.columns)
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM _pq_{name}")
         else:
             con.register(f"_empty_{name}", _empty(schema))
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _empty_{name}")
@@ -102,8 +113,9 @@ def create_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, materi
 
 def _check_schema_versions(normalized: Path) -> None:
     """Data written by a newer major schema may mean something else in a column: refuse, don't guess."""
-    meta = ds.dataset(normalized / "trace_meta", format="parquet")  # no hive discovery: trace_id is in the files
-    versions = meta.to_table(columns=["schema_version"]).column(0).to_pylist()
+    files = [str(f) for f in committed_files(normalized, "trace_meta")]
+    meta = ds.dataset(files, format="parquet")
+    versions = meta.to_table(columns=["schema_version"]).column(0).to_pylist() if files else []
     newer = sorted({v for v in versions if v is not None and major(v) > major(SCHEMA_VERSION)})
     if newer:
         raise BadInputError(
@@ -123,10 +135,11 @@ def connect(
     """
     if not normalized.is_dir() or not (normalized / "trace_meta").is_dir():
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
+    hold_readers(normalized)
     _check_schema_versions(normalized)
-    con = duckdb.connect(":memory:")
-    # Bounded memory: DuckDB spills sorts, joins and aggregates to disk past this limit.
-    con.execute(f"SET memory_limit = '{os.environ.get('TRACEPIPE_MEMORY_LIMIT', DEFAULT_MEMORY_LIMIT)}'")
+    config = duckdb_config()
+    con = duckdb.connect(":memory:", config=config)
+    weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)  # also at interpreter exit
     con.execute("SET preserve_insertion_order = false")
     register_tables(con, normalized, read_only)
     create_views(con, sql_dir, materialize)
@@ -134,6 +147,51 @@ def connect(
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def size_setting(env: str, default: str) -> int:
+    """Bytes of a size setting from the environment, validated (never pasted into SQL)."""
+    raw = os.environ.get(env, default)
+    n = parse_size(raw)
+    if n is None or n <= 0:
+        raise SettingError(f"{env}={raw!r}: expected a positive size such as 3GB, 512MiB or 1500000000")
+    return n
+
+
+_SPILL_PREFIX = "tracepipe-duckdb-"
+
+
+def spill_folder() -> str:
+    """A new private folder for DuckDB's spill files under TMPDIR (never the working directory); folders
+    left by processes that no longer run (killed before they could remove theirs) are removed first."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{_SPILL_PREFIX}*"):
+        pid = old.name[len(_SPILL_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def duckdb_config() -> dict[str, str]:
+    """Memory limit (past it DuckDB spills sorts, joins and aggregates) and a capped private spill folder;
+    TRACEPIPE_MEMORY_LIMIT and TRACEPIPE_TEMP_LIMIT override the defaults."""
+    memory = size_setting("TRACEPIPE_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
+    spill = size_setting("TRACEPIPE_TEMP_LIMIT", DEFAULT_TEMP_LIMIT)
+    return {
+        "memory_limit": f"{memory}B",
+        "temp_directory": spill_folder(),
+        "max_temp_directory_size": f"{spill}B",
+    }
 
 
 def write_views(con: duckdb.DuckDBPyConnection, out: Path, views: list[str], formats: tuple[str, ...]) -> list[Path]:
@@ -145,8 +203,8 @@ def write_views(con: duckdb.DuckDBPyConnection, out: Path, views: list[str], for
             dest = out / f"{view}.{fmt}"
             tmp = out / f".{view}.{fmt}.tmp-{uuid.uuid4().hex[:8]}"
             options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
-            try:
-                con.execute(f"COPY (SELECT * FROM {view}) TO '{tmp}' ({options})")
+            try:  # the path as a parameter, never pasted into the SQL text
+                con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)})
                 os.replace(tmp, dest)
             finally:
                 tmp.unlink(missing_ok=True)
