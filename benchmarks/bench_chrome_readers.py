@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from benchmarks.bench_chrome import generate
-from pipeline.normalize import chrome
+from pipeline.normalize import chrome_decode as chrome
 
 _I, _S, _F = pa.int64(), pa.string(), pa.float64()
 #: The union of the args keys the normalizer's categories use (unknown keys ignored, missing ones null).
@@ -77,7 +77,7 @@ def main() -> None:
         ranges = ranges[1:]
         print(f"{path.stat().st_size / 1e6:.0f} MB, {len(ranges)} pieces of ~{chrome.CHUNK_BYTES >> 20} MB")
         pieces = [bytes(memoryview(data)[a:b]) for a, b in ranges]  # page cache warm, copies paid once here
-        dec = chrome._decoder(False)
+        dec = chrome._GENERAL
 
         def events(p: bytes) -> list:
             return dec.decode(b"".join((b"[", p, b"]")))
@@ -85,7 +85,7 @@ def main() -> None:
         _cpu("msgspec: events only (shared fields, args raw)", lambda: [events(p) for p in pieces])
         _cpu(
             "msgspec: whole _Piece (args + Arrow columns, as in use)",
-            lambda: [chrome._Piece(events(p), False) for p in pieces],
+            lambda: [chrome.Piece(events(p)) for p in pieces],
         )
         nd = []
         _cpu(

@@ -262,17 +262,20 @@ def analyze(
       tracepipe analyze build/normalized --out build/analysis
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
-    from pipeline.analyze import connect, default_views, view_files, write_views
+    from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
 
     views = list(only) or default_views()
     unknown = set(views) - set(view_files())
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, materialize=True)
-    rows = {}
-    for view in console.progress(views, len(views), "analyze", quiet):
-        write_views(con, out, [view], formats)
-        rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+    con = connect(normalized, views=views if quiet else [*views, "analysis_warnings"])  # warnings unless -q
+    ticks = console.progress(iter(views), len(views), "analyze", quiet)
+    next(ticks, None)  # the bar shows 0 of N until the first view is written
+    written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None))
+    rows = {view: written[view] for view in views}
+    if not quiet:
+        for line in analysis_warnings(con):
+            console.warn(line)
     if as_json:
         click.echo(json.dumps(rows))
     elif not quiet:
@@ -305,7 +308,7 @@ def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_
       tracepipe sql build/normalized "SELECT * FROM kernel_layers" --format parquet -o kl.parquet
       tracepipe sql build/normalized            # interactive
     """
-    from pipeline.analyze import connect
+    from pipeline.analyze import connect, read_only_query
     from pipeline.analyze.shell import print_result, repl, write_result
 
     if fmt == "parquet" and output is None:
@@ -315,7 +318,7 @@ def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_
         repl(con)
         return
     try:
-        result = con.sql(query)
+        result = read_only_query(con, query)
         table = result.to_arrow_table() if result is not None else None
     except Exception as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
         console.fail(f"query failed: {str(e).strip().splitlines()[0]}")

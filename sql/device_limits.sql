@@ -1,6 +1,10 @@
 -- device_limits: every traced GPU with the SM limits the occupancy model needs, gaps filled by architecture.
--- Inputs:  devices (what the trace recorded), arch_limits (pipeline/analyze/arch.py, by compute capability)
--- Output:  trace_id, device_id, name, compute_major, compute_minor, compute_capability ('9.0'), arch_name,
+-- Inputs:  devices (what the trace recorded: nsys TARGET_INFO_GPU, chrome deviceProperties, ncu attributes),
+--          arch_limits (pipeline/analyze/arch.py: NVIDIA rows by compute capability, AMD rows by gfx_arch),
+--          gpu_names (arch.py: device name -> vendor / AMD architecture)
+-- Output:  trace_id, device_id, name, vendor ('NVIDIA' | 'AMD' | 'render-only' | NULL), gfx_arch (AMD LLVM
+--          target), compute_major, compute_minor, compute_capability ('9.0'; NULL for AMD, whose Kineto
+--          "computeMajor" is not a CUDA capability), arch_name,
 --          sm_count, sm_count_source ('trace' | 'arch_table:<reference part>'), warp_size (threads),
 --          max_threads_per_sm, max_warps_per_sm, max_blocks_per_sm, max_threads_per_block,
 --          max_registers_per_sm, max_registers_per_block, max_registers_per_thread (32-bit registers),
@@ -8,12 +12,91 @@
 --          sub_partitions_per_sm, max_shared_mem_per_sm_bytes, max_shared_mem_per_block_bytes,
 --          max_shared_mem_per_block_optin_bytes, reserved_shared_mem_per_block_bytes,
 --          shared_mem_alloc_unit_bytes, shared_mem_carveouts_bytes (list of bytes), from_arch_table (list of the
---          column names that came from arch_limits rather than the trace)
--- Rule: a value the trace recorded always wins; arch_limits only fills NULLs (the older nsys layout lacks
--- max_blocks_per_sm / max_warps_per_sm; no trace records allocation granularities).  A compute capability
--- missing from arch_limits keeps the trace's values and NULL elsewhere -- never another GPU's numbers.
-WITH d AS (
-    SELECT d.*, a.arch_name, a.ref_part, a.ref_sm_count,
+--          column names that came from arch_limits rather than the trace), rejected_trace_values (list of
+--          'column=value' the trace recorded but no GPU can have, replaced from arch_limits),
+--          duplicate_rows (other `devices` rows of the same (trace, device id), dropped),
+--          issue (why the device's limits are NULL, or NULL when it has them)
+-- Rules, in one place for every source (normalizers copy what the trace says):
+--   * One device per (trace, device id): a render-only adapter (WSL's all-zero "Microsoft Basic Render Driver"
+--     shares id 0 with the real GPU) and rows without a compute capability lose to a real GPU row.
+--   * A value the trace recorded wins when it is possible (> 0; warp size 32 or 64); an impossible one
+--     (0 SMs, 0 warps, maxBlocksPerSm = 0 ...) is replaced from arch_limits and listed in
+--     rejected_trace_values.  arch_limits also fills NULLs (older nsys layouts lack max_blocks_per_sm).
+--   * Vendor from the name: an AMD device takes the AMD row of its gfx_arch, never an NVIDIA compute
+--     capability; an unknown AMD part keeps the trace's values and NULL elsewhere.  A compute capability
+--     missing from arch_limits likewise keeps the trace's values and NULL elsewhere -- never another GPU's.
+--   * A device with neither a compute capability nor an AMD architecture (or a render-only adapter) gets
+--     NULL limits and an issue: the GPU views leave its kernels' derived columns NULL; analyze warns.
+WITH raw AS (
+    SELECT d.*, row_number() OVER () AS row_no FROM devices d
+),
+named AS (   -- vendor by the first gpu_names pattern the name matches
+    SELECT r.*, n.vendor AS name_vendor,
+           coalesce(n.gfx_arch, regexp_extract(lower(r.name), '\b(gfx[0-9a-f]+)\b', 1)) AS name_gfx
+    FROM raw r
+    LEFT JOIN gpu_names n ON regexp_matches(lower(coalesce(r.name, '')), n.pattern)
+    QUALIFY row_number() OVER (PARTITION BY r.row_no ORDER BY n.priority NULLS LAST) = 1
+),
+vendored AS (
+    SELECT * EXCLUDE (name_vendor, name_gfx),
+           coalesce(name_vendor, CASE WHEN compute_major > 0 THEN 'NVIDIA' END) AS vendor,
+           CASE WHEN name_vendor = 'AMD' THEN nullif(name_gfx, '') END AS gfx_arch
+    FROM named
+),
+ranked AS (  -- one row per (trace, device id): a real compute GPU first, then the row that says the most
+    SELECT *,
+           count(*) OVER (PARTITION BY trace_id, device_id) - 1 AS duplicate_rows,
+           row_number() OVER (
+               PARTITION BY trace_id, device_id
+               ORDER BY (vendor = 'render-only') NULLS FIRST,
+                        (compute_major > 0 OR vendor = 'AMD') DESC NULLS LAST,
+                        (sm_count > 0) DESC NULLS LAST,
+                        (CASE WHEN sm_count > 0 THEN 1 ELSE 0 END + CASE WHEN warp_size > 0 THEN 1 ELSE 0 END
+                         + CASE WHEN max_threads_per_sm > 0 THEN 1 ELSE 0 END
+                         + CASE WHEN max_registers_per_sm > 0 THEN 1 ELSE 0 END
+                         + CASE WHEN max_shared_mem_per_sm_bytes > 0 THEN 1 ELSE 0 END) DESC,
+                        row_no) AS pick
+    FROM vendored
+),
+one AS (     -- impossible trace values become NULL here, so the table fills them below
+    SELECT trace_id, device_id, name, vendor, gfx_arch, duplicate_rows,
+           CASE WHEN vendor = 'AMD' THEN NULL ELSE nullif(compute_major, 0) END AS compute_major,
+           CASE WHEN vendor = 'AMD' OR nullif(compute_major, 0) IS NULL THEN NULL ELSE compute_minor END
+               AS compute_minor,
+           CASE WHEN sm_count > 0 THEN sm_count END AS t_sm_count,
+           CASE WHEN warp_size IN (32, 64) THEN warp_size END AS t_warp_size,
+           CASE WHEN max_threads_per_sm > 0 THEN max_threads_per_sm END AS t_max_threads_per_sm,
+           CASE WHEN max_warps_per_sm > 0 THEN max_warps_per_sm END AS t_max_warps_per_sm,
+           CASE WHEN max_blocks_per_sm > 0 THEN max_blocks_per_sm END AS t_max_blocks_per_sm,
+           CASE WHEN max_threads_per_block > 0 THEN max_threads_per_block END AS t_max_threads_per_block,
+           CASE WHEN max_registers_per_sm > 0 THEN max_registers_per_sm END AS t_max_registers_per_sm,
+           CASE WHEN max_registers_per_block > 0 THEN max_registers_per_block END AS t_max_registers_per_block,
+           CASE WHEN max_shared_mem_per_sm_bytes > 0 THEN max_shared_mem_per_sm_bytes END
+               AS t_max_shared_mem_per_sm_bytes,
+           CASE WHEN max_shared_mem_per_block_bytes > 0 THEN max_shared_mem_per_block_bytes END
+               AS t_max_shared_mem_per_block_bytes,
+           CASE WHEN max_shared_mem_per_block_optin_bytes > 0 THEN max_shared_mem_per_block_optin_bytes END
+               AS t_max_shared_mem_per_block_optin_bytes,
+           CASE WHEN vendor = 'render-only' THEN [] ELSE list_filter([
+               CASE WHEN sm_count <= 0 THEN 'sm_count=' || sm_count END,
+               CASE WHEN warp_size NOT IN (32, 64) THEN 'warp_size=' || warp_size END,
+               CASE WHEN max_threads_per_sm <= 0 THEN 'max_threads_per_sm=' || max_threads_per_sm END,
+               CASE WHEN max_warps_per_sm <= 0 THEN 'max_warps_per_sm=' || max_warps_per_sm END,
+               CASE WHEN max_blocks_per_sm <= 0 THEN 'max_blocks_per_sm=' || max_blocks_per_sm END,
+               CASE WHEN max_threads_per_block <= 0 THEN 'max_threads_per_block=' || max_threads_per_block END,
+               CASE WHEN max_registers_per_sm <= 0 THEN 'max_registers_per_sm=' || max_registers_per_sm END,
+               CASE WHEN max_registers_per_block <= 0 THEN 'max_registers_per_block=' || max_registers_per_block END,
+               CASE WHEN max_shared_mem_per_sm_bytes <= 0
+                    THEN 'max_shared_mem_per_sm_bytes=' || max_shared_mem_per_sm_bytes END,
+               CASE WHEN max_shared_mem_per_block_bytes <= 0
+                    THEN 'max_shared_mem_per_block_bytes=' || max_shared_mem_per_block_bytes END,
+               CASE WHEN max_shared_mem_per_block_optin_bytes <= 0
+                    THEN 'max_shared_mem_per_block_optin_bytes=' || max_shared_mem_per_block_optin_bytes END
+           ], lambda c: c IS NOT NULL) END AS rejected_trace_values
+    FROM ranked WHERE pick = 1
+),
+d AS (
+    SELECT o.*, a.arch_name, a.ref_part, a.ref_sm_count,
            a.warp_size AS a_warp_size, a.max_threads_per_sm AS a_max_threads_per_sm,
            a.max_warps_per_sm AS a_max_warps_per_sm, a.max_blocks_per_sm AS a_max_blocks_per_sm,
            a.max_threads_per_block AS a_max_threads_per_block, a.max_registers_per_sm AS a_max_registers_per_sm,
@@ -22,52 +105,83 @@ WITH d AS (
            a.max_shared_mem_per_sm_bytes AS a_max_shared_mem_per_sm_bytes,
            a.max_shared_mem_per_block_bytes AS a_max_shared_mem_per_block_bytes,
            a.max_shared_mem_per_block_optin_bytes AS a_max_shared_mem_per_block_optin_bytes,
-           a.reserved_shared_mem_per_block_bytes, a.shared_mem_alloc_unit_bytes, a.shared_mem_carveouts_bytes
-    FROM devices d
-    LEFT JOIN arch_limits a ON a.compute_major = d.compute_major AND a.compute_minor = d.compute_minor
+           a.reserved_shared_mem_per_block_bytes, a.shared_mem_alloc_unit_bytes, a.shared_mem_carveouts_bytes,
+           CASE WHEN o.vendor = 'render-only' THEN 'render-only adapter (runs no kernels)'
+                WHEN o.vendor = 'AMD' AND a.gfx_arch IS NULL
+                    THEN 'AMD device without a known gfx architecture: only the trace''s own limits'
+                WHEN o.vendor IS DISTINCT FROM 'AMD' AND o.compute_major IS NULL
+                    THEN 'no compute capability recorded: left out of the GPU views'
+           END AS issue
+    FROM one o
+    LEFT JOIN arch_limits a
+      ON (o.vendor = 'AMD' AND a.vendor = 'AMD' AND a.gfx_arch = o.gfx_arch)
+      OR (o.vendor IS DISTINCT FROM 'AMD' AND a.vendor = 'NVIDIA'
+          AND a.compute_major = o.compute_major AND a.compute_minor = o.compute_minor)
+),
+usable AS (  -- a device with an issue other than "unknown AMD part" keeps no limits at all
+    SELECT * REPLACE (
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_sm_count END AS t_sm_count,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_warp_size END AS t_warp_size,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_threads_per_sm END AS t_max_threads_per_sm,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_warps_per_sm END AS t_max_warps_per_sm,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_blocks_per_sm END AS t_max_blocks_per_sm,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_threads_per_block END AS t_max_threads_per_block,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_registers_per_sm END AS t_max_registers_per_sm,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_registers_per_block END
+                   AS t_max_registers_per_block,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_shared_mem_per_sm_bytes END
+                   AS t_max_shared_mem_per_sm_bytes,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_shared_mem_per_block_bytes END
+                   AS t_max_shared_mem_per_block_bytes,
+               CASE WHEN issue IS NULL OR vendor = 'AMD' THEN t_max_shared_mem_per_block_optin_bytes END
+                   AS t_max_shared_mem_per_block_optin_bytes)
+    FROM d
 ),
 filled AS (
-    SELECT trace_id, device_id, name, compute_major, compute_minor,
+    SELECT trace_id, device_id, name, vendor, gfx_arch, compute_major, compute_minor,
            compute_major::VARCHAR || '.' || compute_minor::VARCHAR AS compute_capability, arch_name,
-           coalesce(sm_count, ref_sm_count) AS sm_count,
-           CASE WHEN sm_count IS NOT NULL THEN 'trace' WHEN ref_sm_count IS NOT NULL THEN 'arch_table:' || ref_part
+           coalesce(t_sm_count, ref_sm_count) AS sm_count,
+           CASE WHEN t_sm_count IS NOT NULL THEN 'trace' WHEN ref_sm_count IS NOT NULL THEN 'arch_table:' || ref_part
            END AS sm_count_source,
-           coalesce(warp_size, a_warp_size) AS warp_size,
-           coalesce(max_threads_per_sm, max_warps_per_sm * warp_size, a_max_threads_per_sm) AS max_threads_per_sm,
-           coalesce(max_warps_per_sm, max_threads_per_sm // warp_size, a_max_warps_per_sm) AS max_warps_per_sm,
-           coalesce(max_blocks_per_sm, a_max_blocks_per_sm) AS max_blocks_per_sm,
-           coalesce(max_threads_per_block, a_max_threads_per_block) AS max_threads_per_block,
-           coalesce(max_registers_per_sm, a_max_registers_per_sm) AS max_registers_per_sm,
-           coalesce(max_registers_per_block, a_max_registers_per_block) AS max_registers_per_block,
+           coalesce(t_warp_size, a_warp_size) AS warp_size,
+           coalesce(t_max_threads_per_sm, t_max_warps_per_sm * coalesce(t_warp_size, a_warp_size), a_max_threads_per_sm)
+               AS max_threads_per_sm,
+           coalesce(t_max_warps_per_sm, t_max_threads_per_sm // coalesce(t_warp_size, a_warp_size), a_max_warps_per_sm)
+               AS max_warps_per_sm,
+           coalesce(t_max_blocks_per_sm, a_max_blocks_per_sm) AS max_blocks_per_sm,
+           coalesce(t_max_threads_per_block, a_max_threads_per_block) AS max_threads_per_block,
+           coalesce(t_max_registers_per_sm, a_max_registers_per_sm) AS max_registers_per_sm,
+           coalesce(t_max_registers_per_block, a_max_registers_per_block) AS max_registers_per_block,
            max_registers_per_thread, register_alloc_unit, register_alloc_granularity, sub_partitions_per_sm,
-           coalesce(max_shared_mem_per_sm_bytes, a_max_shared_mem_per_sm_bytes) AS max_shared_mem_per_sm_bytes,
-           coalesce(max_shared_mem_per_block_bytes, a_max_shared_mem_per_block_bytes)
+           coalesce(t_max_shared_mem_per_sm_bytes, a_max_shared_mem_per_sm_bytes) AS max_shared_mem_per_sm_bytes,
+           coalesce(t_max_shared_mem_per_block_bytes, a_max_shared_mem_per_block_bytes)
                AS max_shared_mem_per_block_bytes,
-           coalesce(max_shared_mem_per_block_optin_bytes, a_max_shared_mem_per_block_optin_bytes)
+           coalesce(t_max_shared_mem_per_block_optin_bytes, a_max_shared_mem_per_block_optin_bytes)
                AS max_shared_mem_per_block_optin_bytes,
            reserved_shared_mem_per_block_bytes, shared_mem_alloc_unit_bytes, shared_mem_carveouts_bytes,
            list_filter([
-               CASE WHEN sm_count IS NULL AND ref_sm_count IS NOT NULL THEN 'sm_count' END,
-               CASE WHEN warp_size IS NULL AND a_warp_size IS NOT NULL THEN 'warp_size' END,
-               CASE WHEN max_threads_per_sm IS NULL AND max_warps_per_sm IS NULL
+               CASE WHEN t_sm_count IS NULL AND ref_sm_count IS NOT NULL THEN 'sm_count' END,
+               CASE WHEN t_warp_size IS NULL AND a_warp_size IS NOT NULL THEN 'warp_size' END,
+               CASE WHEN t_max_threads_per_sm IS NULL AND t_max_warps_per_sm IS NULL
                          AND a_max_threads_per_sm IS NOT NULL THEN 'max_threads_per_sm' END,
-               CASE WHEN max_warps_per_sm IS NULL AND max_threads_per_sm IS NULL
+               CASE WHEN t_max_warps_per_sm IS NULL AND t_max_threads_per_sm IS NULL
                          AND a_max_warps_per_sm IS NOT NULL THEN 'max_warps_per_sm' END,
-               CASE WHEN max_blocks_per_sm IS NULL AND a_max_blocks_per_sm IS NOT NULL THEN 'max_blocks_per_sm' END,
-               CASE WHEN max_threads_per_block IS NULL AND a_max_threads_per_block IS NOT NULL
+               CASE WHEN t_max_blocks_per_sm IS NULL AND a_max_blocks_per_sm IS NOT NULL THEN 'max_blocks_per_sm' END,
+               CASE WHEN t_max_threads_per_block IS NULL AND a_max_threads_per_block IS NOT NULL
                     THEN 'max_threads_per_block' END,
-               CASE WHEN max_registers_per_sm IS NULL AND a_max_registers_per_sm IS NOT NULL
+               CASE WHEN t_max_registers_per_sm IS NULL AND a_max_registers_per_sm IS NOT NULL
                     THEN 'max_registers_per_sm' END,
-               CASE WHEN max_registers_per_block IS NULL AND a_max_registers_per_block IS NOT NULL
+               CASE WHEN t_max_registers_per_block IS NULL AND a_max_registers_per_block IS NOT NULL
                     THEN 'max_registers_per_block' END,
-               CASE WHEN max_shared_mem_per_sm_bytes IS NULL AND a_max_shared_mem_per_sm_bytes IS NOT NULL
+               CASE WHEN t_max_shared_mem_per_sm_bytes IS NULL AND a_max_shared_mem_per_sm_bytes IS NOT NULL
                     THEN 'max_shared_mem_per_sm_bytes' END,
-               CASE WHEN max_shared_mem_per_block_bytes IS NULL AND a_max_shared_mem_per_block_bytes IS NOT NULL
+               CASE WHEN t_max_shared_mem_per_block_bytes IS NULL AND a_max_shared_mem_per_block_bytes IS NOT NULL
                     THEN 'max_shared_mem_per_block_bytes' END,
-               CASE WHEN max_shared_mem_per_block_optin_bytes IS NULL
+               CASE WHEN t_max_shared_mem_per_block_optin_bytes IS NULL
                          AND a_max_shared_mem_per_block_optin_bytes IS NOT NULL
                     THEN 'max_shared_mem_per_block_optin_bytes' END
-           ], lambda c: c IS NOT NULL) AS from_arch_table
-    FROM d
+           ], lambda c: c IS NOT NULL) AS from_arch_table,
+           rejected_trace_values, duplicate_rows, issue
+    FROM usable
 )
 SELECT * FROM filled

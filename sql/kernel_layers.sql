@@ -1,5 +1,5 @@
 -- kernel_layers: every kernel with the NVTX layer range that launched it.
--- Inputs:  kernels, api_calls, nvtx_ranges, nvtx_paths
+-- Inputs:  kernels, api_calls, nvtx_ranges, nvtx_paths, ops (chrome traces' CPU ops, by External id)
 -- Output:  all columns of `kernels`, plus
 --          launch_call_id, launch_start_ns (ns, CPU clock), launch_pid, launch_tid: the API call that launched it
 --          range_id   innermost enclosing range (NULL when launched outside every range)
@@ -9,12 +9,13 @@
 -- Rule (the one nsys's NVTX projection uses): a range lives on the CPU thread that pushed it, and a kernel
 -- belongs to the ranges that enclose its *launching* call on that thread (start <= launch.start <= end),
 -- matched by correlation id -- not to ranges that overlap the kernel's GPU time. A CUDA graph launch gives
--- all its kernels the one launch.  Push/pop ranges nest, so the innermost one is found with three ASOF
--- lookups (sorts, n log n): (1) the latest range started at or before the launch: if it is still open, it is
--- the answer; (2) else the number D of open ranges = starts <= t minus ends < t, and (3) the answer is the
--- latest range started at depth D-1.  Start/end ranges may overlap, so they are a fallback found by a
--- range join on the (few) of them.
-WITH launch AS (
+-- all its kernels the one launch.  Push/pop ranges nest, and normalize computed each one's parent once
+-- (pipeline/normalize/nesting.py, the one nesting engine): the innermost range is (1) the latest range
+-- started at or before the launch (one ASOF lookup, n log n; the deepest of equal starts) if it is still
+-- open, (2) else its first ancestor still open, found by stepping up parent links (one hash join per level
+-- climbed, only for launches between sibling ranges).  Start/end ranges may overlap, so they are a
+-- fallback found by a range join on the (few) of them.
+WITH RECURSIVE launch AS (
     SELECT trace_id, pid, correlation_id,
            arg_min(call_id, start_ns) AS call_id, min(start_ns) AS start_ns, arg_min(tid, start_ns) AS tid
     FROM api_calls
@@ -33,36 +34,33 @@ q AS (
     FROM kl WHERE launch_start_ns IS NOT NULL
 ),
 pp AS (
-    SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth
+    SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth, parent_id
     FROM nvtx_ranges WHERE kind = 'push_pop'
 ),
-starts AS (   -- one row per thread and start time; among equal starts the deepest range wins
-    SELECT trace_id, pid, tid, start_ns,
-           arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns,
-           sum(count(*)) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns) AS n_started
+starts AS (   -- one row per thread and start instant; among equal starts the deepest (innermost) wins
+    SELECT trace_id, pid, tid, start_ns, arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns
     FROM pp GROUP BY trace_id, pid, tid, start_ns
 ),
-ends AS (
-    SELECT trace_id, pid, tid, end_ns,
-           sum(count(*)) OVER (PARTITION BY trace_id, pid, tid ORDER BY end_ns) AS n_ended
-    FROM pp GROUP BY trace_id, pid, tid, end_ns
-),
 last_started AS (
-    SELECT q.*, s.range_id AS last_id, s.end_ns AS last_end, s.n_started
+    SELECT q.*, s.range_id, s.end_ns
     FROM q ASOF LEFT JOIN starts s
       ON s.trace_id = q.trace_id AND s.pid = q.pid AND s.tid = q.tid AND q.t >= s.start_ns
 ),
-open_depth AS (
-    SELECT ls.*, ls.n_started - coalesce(e.n_ended, 0) AS n_open
-    FROM last_started ls ASOF LEFT JOIN ends e
-      ON e.trace_id = ls.trace_id AND e.pid = ls.pid AND e.tid = ls.tid AND ls.t > e.end_ns
+hop AS (   -- each range's parent (nvtx_ranges.parent_id, from normalize's nesting) and when it ends
+    SELECT c.trace_id, c.range_id, c.parent_id, p.end_ns AS parent_end_ns
+    FROM pp c JOIN pp p ON p.trace_id = c.trace_id AND p.range_id = c.parent_id
+),
+climb AS (    -- a range that ended before the launch: its parent encloses it; step up until one is open
+    SELECT trace_id, pid, tid, t, range_id, end_ns FROM last_started WHERE end_ns < t
+    UNION ALL
+    SELECT c.trace_id, c.pid, c.tid, c.t, h.parent_id, h.parent_end_ns
+    FROM climb c JOIN hop h ON h.trace_id = c.trace_id AND h.range_id = c.range_id
+    WHERE c.end_ns < c.t
 ),
 innermost AS (
-    SELECT od.trace_id, od.pid, od.tid, od.t,
-           CASE WHEN od.last_end >= od.t THEN od.last_id WHEN od.n_open > 0 THEN p.range_id END AS range_id
-    FROM open_depth od ASOF LEFT JOIN pp p
-      ON p.trace_id = od.trace_id AND p.pid = od.pid AND p.tid = od.tid AND p.depth = od.n_open - 1
-         AND od.t >= p.start_ns
+    SELECT trace_id, pid, tid, t, range_id FROM last_started WHERE end_ns >= t
+    UNION ALL
+    SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t
 ),
 start_end AS (
     SELECT q.trace_id, q.pid, q.tid, q.t, arg_max(r.range_id, r.start_ns) AS range_id

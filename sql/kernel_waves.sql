@@ -19,10 +19,12 @@
 --                             busiest SM sets the kernel's duration; every block is assumed equally long)
 -- Estimated, not measured: the dispatch order and equal block times. A resident count of 0 or NULL (the model
 -- says the launch cannot fit, or a limit is unknown) counts as 1 for the per-SM time split.
+-- Sums that can pass 2^63 (blocks + slots for the largest legal grid) are HUGEINT inside; every output fits
+-- BIGINT or is a DOUBLE.  Kernels without blocks (kernel_geometry.launch_issue) or SMs are left out.
 WITH w AS (
     SELECT o.trace_id, o.kernel_id, o.device_id, o.name, g.duration_ns, o.blocks, o.threads_per_block,
            o.warps_per_block, o.sm_count, o.resident_blocks_per_sm, g.warp_size, d.max_threads_per_sm,
-           o.sm_count::BIGINT * o.resident_blocks_per_sm AS slots,
+           o.sm_count::HUGEINT * o.resident_blocks_per_sm AS slots, o.blocks::HUGEINT AS hb,
            greatest(coalesce(o.resident_blocks_per_sm, 1), 1) AS r
     FROM kernel_occupancy o
     JOIN kernel_geometry g USING (trace_id, kernel_id)
@@ -31,19 +33,19 @@ WITH w AS (
 SELECT trace_id, kernel_id, device_id, name, duration_ns, blocks, threads_per_block, warps_per_block, sm_count,
        resident_blocks_per_sm,
        blocks / nullif(slots, 0) AS waves_per_sm,
-       (blocks + slots - 1) // nullif(slots, 0) AS waves,
-       blocks - ((blocks + slots - 1) // nullif(slots, 0) - 1) * slots AS tail_wave_blocks,
-       (blocks - ((blocks + slots - 1) // nullif(slots, 0) - 1) * slots) / nullif(slots, 0) AS tail_wave_utilization,
-       blocks / nullif(((blocks + slots - 1) // nullif(slots, 0)) * slots, 0) AS wave_efficiency,
+       ((hb + slots - 1) // nullif(slots, 0))::BIGINT AS waves,
+       (hb - ((hb + slots - 1) // nullif(slots, 0) - 1) * slots)::BIGINT AS tail_wave_blocks,
+       (hb - ((hb + slots - 1) // nullif(slots, 0) - 1) * slots) / nullif(slots, 0) AS tail_wave_utilization,
+       blocks / nullif(((hb + slots - 1) // nullif(slots, 0)) * slots, 0) AS wave_efficiency,
        blocks / sm_count AS blocks_per_sm,
        blocks / sm_count * threads_per_block / warp_size AS warps_per_sm,
-       100.0 * least(blocks / sm_count, resident_blocks_per_sm) * threads_per_block / max_threads_per_sm
-           AS est_achieved_occupancy_pct,
+       100.0 * CASE WHEN resident_blocks_per_sm IS NOT NULL THEN least(blocks / sm_count, resident_blocks_per_sm) END
+           * threads_per_block / max_threads_per_sm AS est_achieved_occupancy_pct,
        blocks // sm_count AS full_blocks_per_sm,
        blocks % sm_count AS extra_block_sms,
-       (blocks + sm_count - 1) // sm_count AS max_blocks_on_sm,
-       ((blocks + sm_count - 1) // sm_count + r - 1) // r AS sm_waves_max,
-       duration_ns / nullif(((blocks + sm_count - 1) // sm_count + r - 1) // r, 0) AS block_time_ns,
+       ((hb + sm_count - 1) // sm_count)::BIGINT AS max_blocks_on_sm,
+       (((hb + sm_count - 1) // sm_count + r - 1) // r)::BIGINT AS sm_waves_max,
+       duration_ns / nullif(((hb + sm_count - 1) // sm_count + r - 1) // r, 0) AS block_time_ns,
        r AS dispatch_resident_blocks
 FROM w
 WHERE blocks > 0 AND sm_count > 0

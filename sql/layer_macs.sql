@@ -1,7 +1,7 @@
 -- layer_macs: analytic MACs of each annotated module beside its measured GPU time and, where ncu ran, its
 -- measured FMA + tensor MACs.  One row per (capture, timeline trace, layer).
 -- Inputs:  layer_shapes (tracepipe capture's layer_shapes.json), nvtx_ranges (calls), layer_summary (kernels),
---          ncu_kernels + ncu_kernel_metrics (ncu with --nvtx, one forward).
+--          ncu_kernels, ncu_kernel_metrics (ncu with --nvtx, one forward)
 -- Join rule: a capture folder's traces have trace ids `<capture_id>.<file stem>` (pipeline.store.trace_id_for),
 --          so a trace's capture is its id without the last '.'-part; `layer` is the exact range text.
 -- Output:  capture_id, layer, module_type, calls_per_forward (calls of the module in one forward),

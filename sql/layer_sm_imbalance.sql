@@ -6,7 +6,7 @@
 --          even; sm_count / blocks for a single kernel with fewer blocks than SMs), idle_sms (SMs with no block)
 -- Estimated from the round-robin model of layer_sm_load (an upper bound on the spread; see there).
 SELECT trace_id, device_id, path, any_value(layer) AS layer, sm_count, any_value(kernels) AS kernels,
-       sum(blocks)::BIGINT AS blocks, sum(thread_ns) AS thread_ns,
+       try_cast(sum(blocks) AS BIGINT) AS blocks, sum(thread_ns) AS thread_ns,
        min(blocks) AS min_sm_blocks, max(blocks) AS max_sm_blocks, avg(blocks) AS mean_sm_blocks,
        min(thread_ns) AS min_sm_thread_ns, max(thread_ns) AS max_sm_thread_ns, avg(thread_ns) AS mean_sm_thread_ns,
        min(busy_ns) AS min_sm_busy_ns, max(busy_ns) AS max_sm_busy_ns, avg(busy_ns) AS mean_sm_busy_ns,

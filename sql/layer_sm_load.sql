@@ -9,21 +9,23 @@
 -- Scalable: kernels are first reduced per layer to one "every SM" sum plus, for each distinct remainder r,
 -- the sum of the extra block on SMs 0..r-1; a suffix sum over SM ids then expands to sm_count rows per layer,
 -- so the cost is kernels + layers * sm_count, never kernels * sm_count.
+-- Sums are HUGEINT inside; a per-SM count past 2^63 (several grids near the largest legal one in one layer)
+-- is NULL rather than an error.  Kernels without a legal shape are not in kernel_waves, so not here.
 -- Because every kernel's remainder is laid on the lowest SM ids, low ids look busier than real hardware
 -- (which starts each kernel's dispatch wherever SMs are free): the per-layer spread is an upper bound.
 WITH k AS (
     SELECT w.*, l.path, l.layer,
-           (w.full_blocks_per_sm + w.dispatch_resident_blocks - 1) // w.dispatch_resident_blocks AS base_rounds,
-           (w.full_blocks_per_sm + 1 + w.dispatch_resident_blocks - 1) // w.dispatch_resident_blocks AS extra_rounds
+           (w.full_blocks_per_sm::HUGEINT + w.dispatch_resident_blocks - 1) // w.dispatch_resident_blocks AS base_rounds,
+           (w.full_blocks_per_sm::HUGEINT + w.dispatch_resident_blocks) // w.dispatch_resident_blocks AS extra_rounds
     FROM kernel_waves w
     JOIN kernel_layers l USING (trace_id, kernel_id)
 ),
 base AS (   -- what every SM of the device gets from the layer's kernels
     SELECT trace_id, device_id, path, any_value(layer) AS layer, sm_count, count(*) AS kernels,
            sum(full_blocks_per_sm) AS blocks,
-           sum(full_blocks_per_sm * threads_per_block) AS threads,
-           sum(full_blocks_per_sm * warps_per_block) AS warps,
-           sum(full_blocks_per_sm * threads_per_block * block_time_ns) AS thread_ns,
+           sum(full_blocks_per_sm::HUGEINT * threads_per_block) AS threads,
+           sum(full_blocks_per_sm::HUGEINT * warps_per_block) AS warps,
+           sum(full_blocks_per_sm::DOUBLE * threads_per_block * block_time_ns) AS thread_ns,
            sum(base_rounds * block_time_ns) AS busy_ns
     FROM k GROUP BY trace_id, device_id, path, sm_count
 ),
@@ -56,6 +58,6 @@ per_sm AS (
                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
 SELECT trace_id, device_id, path, layer, sm_count, sm_id, kernels,
-       (b_blocks + e_blocks)::BIGINT AS blocks, (b_threads + e_threads)::BIGINT AS threads,
-       (b_warps + e_warps)::BIGINT AS warps, b_thread_ns + e_thread_ns AS thread_ns, b_busy_ns + e_busy_ns AS busy_ns
+       try_cast(b_blocks + e_blocks AS BIGINT) AS blocks, try_cast(b_threads + e_threads AS BIGINT) AS threads,
+       try_cast(b_warps + e_warps AS BIGINT) AS warps, b_thread_ns + e_thread_ns AS thread_ns, b_busy_ns + e_busy_ns AS busy_ns
 FROM per_sm

@@ -1,5 +1,5 @@
 -- ncu_kernel_match: each Nsight Compute launch paired with the trace kernel it measured.
--- Inputs: ncu_kernels (ncu CSV traces) and kernels (nsys / chrome traces of the same program).
+-- Inputs:  ncu_kernels (ncu CSV traces), kernels (nsys / chrome traces of the same program)
 -- An ncu capture and a timeline capture are separate runs, so they share no ids or timestamps; a launch is
 -- matched by what both record: the kernel's function name, its grid and block, and its position among the
 -- launches with that same (function, grid, block) in launch order (ncu ID; kernels: correlation id, then

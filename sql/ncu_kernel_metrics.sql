@@ -1,6 +1,7 @@
 -- ncu_kernel_metrics: one wide row per Nsight Compute launch with the metrics analysis uses most.
--- Input: ncu_metrics (long, base units) + ncu_kernels. Raw-page metric names are used where the trace has
--- them (section IS NULL); a details-page trace falls back to the section's display names where one exists.
+-- Inputs:  ncu_metrics (long, base units), ncu_kernels
+-- Raw-page metric names are used where the trace has them (section IS NULL); a details-page trace falls back
+-- to the section's display names where one exists.
 -- Columns (units): trace_id, launch_id, name;
 --   duration_ns (gpu__time_duration.sum), sm_throughput_pct (sm__throughput.avg.pct_of_peak_sustained_elapsed),
 --   achieved_occupancy_pct (sm__warps_active.avg.pct_of_peak_sustained_active),

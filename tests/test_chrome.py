@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import BadInputError
-from pipeline.normalize import chrome, normalize_file
+from pipeline.normalize import chrome_decode, normalize_file
 from pipeline.normalize.chrome import short_name
 from pipeline.schema import TABLES
 from tests.conftest import SMALLCNN, q
@@ -93,7 +93,7 @@ def test_us_to_ns_bound_and_decimal_fallback(tmp_path: Path) -> None:
     assert [round(float(v) * 1000) for v in vals] == [4452023376189810, 4425857895685304, 4461773442257108]
     # Up to just below 2**43 us the split is exact for every 3-decimal value...
     vals += [Decimal("8796093022207.999"), Decimal("5357790672405.161"), Decimal("0.001"), Decimal("-3.5")]
-    assert chrome._us_to_ns(np.array([float(v) for v in vals])).tolist() == [ns(v) for v in vals]
+    assert chrome_decode._us_to_ns(np.array([float(v) for v in vals])).tolist() == [ns(v) for v in vals]
     # ...above it a trace is decoded again with Decimal fields: shift the sample past 2**43 us.
     trace = raw_trace(float)
     shift = Decimal("4000000000000.000")
@@ -279,9 +279,9 @@ def test_layouts_and_chunking_give_the_same_tables(chrome_out: Path, tmp_path: P
         ),  # "},\n" inside events: the fast splitter's pieces fail, the slow path reads it
     }
     slow = []
-    real_slow = chrome._read_slow
-    monkeypatch.setattr(chrome, "_read_slow", lambda *a: slow.append(a) or real_slow(*a))
-    monkeypatch.setattr(chrome, "CHUNK_BYTES", 3000)  # many chunks, boundaries everywhere
+    real_slow = chrome_decode._read_slow
+    monkeypatch.setattr(chrome_decode, "_read_slow", lambda *a: slow.append(a) or real_slow(*a))
+    monkeypatch.setattr(chrome_decode, "CHUNK_BYTES", 3000)  # many chunks, boundaries everywhere
     for name, text in variants.items():
         slow.clear()
         path = tmp_path / name / "trace.json"
@@ -293,9 +293,9 @@ def test_layouts_and_chunking_give_the_same_tables(chrome_out: Path, tmp_path: P
         assert bool(slow) == (name in ("array", "nested")), name
 
 
-def _pieces_both_ways(events: list[dict]) -> tuple[chrome._Piece, chrome._Piece]:
+def _pieces_both_ways(events: list[dict]) -> tuple[chrome_decode.Piece, chrome_decode.Piece]:
     chunk = json.dumps(events).encode()
-    return chrome._decode_piece(chunk, exact=False), chrome._Piece(chrome._decoder(False).decode(chunk), False)
+    return chrome_decode.decode_piece(chunk), chrome_decode.Piece(chrome_decode._GENERAL.decode(chunk))
 
 
 def test_one_pass_decode_equals_the_general_decode() -> None:
@@ -303,7 +303,7 @@ def test_one_pass_decode_equals_the_general_decode() -> None:
     # so the one-pass (tagged) decode takes them, and each table equals the two-pass decode's.
     events = [e for e in raw_trace(float)["traceEvents"] if "cat" in e]
     assert len(events) == 389 - 60
-    chrome._TAGGED.decode(json.dumps(events).encode())  # validates: the fast path is the one under test
+    chrome_decode._TAGGED.decode(json.dumps(events).encode())  # validates: the fast path is the one under test
     fast, general = _pieces_both_ways(events)
     assert sorted(fast.tables) == ["cpu_op", "cuda_runtime", "kernel", "python_function"]
     assert {c: t.num_rows for c, t in fast.tables.items()} == {
@@ -328,8 +328,8 @@ def test_events_the_one_pass_decode_rejects_go_the_general_way(change: dict) -> 
     events = [e for e in raw_trace(float)["traceEvents"] if "cat" in e]
     i = next(i for i, e in enumerate(events) if e["cat"] == "cpu_op")
     events[i] = {**events[i], **change}
-    with pytest.raises(chrome.msgspec.ValidationError):
-        chrome._TAGGED.decode(json.dumps(events).encode())
+    with pytest.raises(chrome_decode.msgspec.ValidationError):
+        chrome_decode._TAGGED.decode(json.dumps(events).encode())
     fast, general = _pieces_both_ways(events)
     assert fast.tables.keys() == general.tables.keys()
     for cat, table in general.tables.items():
@@ -424,7 +424,7 @@ def test_wrongly_typed_arg_names_the_event(tmp_path: Path) -> None:
 def test_workers_fall_back_to_exact_timestamps(tmp_path: Path, monkeypatch) -> None:
     # Many small pieces (so forked workers decode them); one kernel beyond 2**43 us makes a worker ask for
     # the Decimal decode, and every timestamp still comes out exact.
-    monkeypatch.setattr(chrome, "CHUNK_BYTES", 3000)
+    monkeypatch.setattr(chrome_decode, "CHUNK_BYTES", 3000)
     trace = raw_trace(float)
     k = next(e for e in reversed(trace["traceEvents"]) if e.get("cat") == "kernel")
     k["ts"] = 9000000000000.123
@@ -439,18 +439,18 @@ def test_workers_fall_back_to_exact_timestamps(tmp_path: Path, monkeypatch) -> N
 
 _WORKER_PROBE = """
 import gzip, json, sys
-from pipeline.normalize import chrome, forked
+from pipeline.normalize import chrome_decode, forked
 events = [e for e in json.loads(gzip.decompress(open(sys.argv[1], "rb").read()))["traceEvents"] if "cat" in e]
 chunks = [json.dumps(events[i : i + 40]).encode() for i in range(0, len(events), 40)]
 
 def probe(i):
-    rows = sum(t.num_rows for t in chrome._decode_piece(chunks[i], False).tables.values())
+    rows = sum(t.num_rows for t in chrome_decode.decode_piece(chunks[i]).tables.values())
     return rows, "pandas" in sys.modules
 
-got = list(forked.imap(probe, len(chunks), 2, init=chrome._without_pandas))
+got = list(forked.imap(probe, len(chunks), 2, init=chrome_decode._without_pandas))
 print(json.dumps({"rows": sum(r for r, _ in got), "worker_pandas": any(p for _, p in got),
                   "parent_before": "pandas" in sys.modules}))
-chrome._warm_pyarrow().join()
+chrome_decode._warm_pyarrow().join()
 print("pandas" in sys.modules)
 """
 
@@ -470,5 +470,6 @@ def test_decode_workers_never_import_pandas() -> None:
 def test_raw_json_column_keeps_texts_and_nulls() -> None:
     # As written in the file (escapes untouched), null only where the key was missing.
     texts = b'[[[8,3,64,64],[]], "caf\\u00e9", null, [], ""]'
-    vals = [*chrome.msgspec.json.decode(texts, type=list[chrome.msgspec.Raw]), chrome.msgspec.Raw()]
-    assert chrome._raw_json(vals).to_pylist() == ["[[8,3,64,64],[]]", '"caf\\u00e9"', "null", "[]", '""', None]
+    msgspec = chrome_decode.msgspec
+    vals = [*msgspec.json.decode(texts, type=list[msgspec.Raw]), msgspec.Raw()]
+    assert chrome_decode._raw_json(vals).to_pylist() == ["[[8,3,64,64],[]]", '"caf\\u00e9"', "null", "[]", '""', None]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import SMALLCNN
 
@@ -76,10 +77,56 @@ def test_sql_formats_and_read_only(nsys_out: Path, tmp_path: Path) -> None:
     target = next((nsys_out / "kernels").glob("*/*.parquet"))
     before = target.read_bytes()
     r = tp("sql", nsys_out, f"COPY (SELECT 1 AS x) TO '{target}' (FORMAT parquet)")
-    assert r.returncode == 2 and "file system operations are disabled" in r.stderr
+    assert r.returncode == 2 and "read-only" in r.stderr
     r = tp("sql", nsys_out, "SET enable_external_access = true")
     assert r.returncode == 2
     assert target.read_bytes() == before
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "COPY (SELECT 1 AS x) TO '{inside}/new.parquet' (FORMAT parquet)",  # the sandbox allows the folder
+        "SELECT 1; COPY kernels TO '{inside}/kernels/extra.parquet'",  # a write behind a query
+        "ATTACH '{inside}/db.duckdb' AS d",
+        "EXPORT DATABASE '{inside}/export'",
+        "COPY (SELECT 1 AS x) TO '{outside}/x.csv'",
+        "SELECT * FROM read_csv('{outside}/passwd.csv')",
+        "SELECT * FROM read_text('{inside}/../passwd.csv')",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET allowed_directories = ['/']",
+        "RESET enable_external_access",
+    ],
+)
+def test_sql_cannot_write_in_or_read_out_of_the_folder(nsys_out: Path, tmp_path: Path, statement: str) -> None:
+    data = tmp_path / "norm"
+    shutil.copytree(nsys_out, data)
+    (tmp_path / "passwd.csv").write_text("secret\n1\n")
+    before = _tree(tmp_path)
+    r = tp("sql", data, statement.format(inside=data, outside=tmp_path))
+    assert r.returncode == 2, (statement, r.stdout)
+    assert "secret" not in r.stdout
+    assert _tree(tmp_path) == before
+
+
+def test_sql_reads_through_the_sandbox(nsys_out: Path) -> None:
+    """Queries, plans and in-memory objects still work; the views scan the folder's Parquet natively."""
+    r = tp(
+        "sql",
+        nsys_out,
+        "CREATE TEMP TABLE t AS SELECT count(*) AS n FROM kernel_layers; SELECT n FROM t",
+        "--format",
+        "json",
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"n": 33}
+    r = tp("sql", nsys_out, "EXPLAIN SELECT * FROM kernels", "--format", "csv")
+    assert r.returncode == 0 and "READ_PARQUET" in r.stdout.upper(), r.stdout
 
 
 def test_sql_on_a_folder_that_is_not_normalized(tmp_path: Path) -> None:

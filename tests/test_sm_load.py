@@ -304,7 +304,9 @@ def test_register_limited_kernel(tmp_path: Path) -> None:
     # cc 8.6, 128 threads (4 warps), 128 registers: 4096 registers/warp, 16384 // 4096 = 4 warps per
     # sub-partition -> 16 warps -> 4 blocks; warps allow 48 // 4 = 12, shared 100, blocks 16.
     # 4 blocks * 4 warps = 16 of 48 warps = 33.3333 %.
-    # Second launch: 1024 threads x 255 registers -> 8192/warp * 32 warps > 65536 per block: cannot launch.
+    # Second launch: 1024 threads x 255 registers -> 8192/warp * 32 warps > 65536 per block: cannot launch,
+    # yet the trace says it ran -- the recorded values or the limits are wrong: NULL occupancy and the reason,
+    # not 0 %.  limit_registers = 0 shows which resource.
     write_trace(
         tmp_path,
         (8, 6),
@@ -315,8 +317,10 @@ def test_register_limited_kernel(tmp_path: Path) -> None:
     )
     assert occupancy(tmp_path) == [
         (16, 12, 4, 100, 4, "registers", 33.3333),
-        (16, 1, 0, 100, 0, "registers", 0.0),
+        (16, 1, 0, 100, None, None, None),
     ]
+    issues = connect(tmp_path).sql("SELECT occupancy_issue FROM kernel_occupancy ORDER BY kernel_id").fetchall()
+    assert issues == [(None,), ("the launch as recorded fits no SM of this device: 255 registers per thread",)]
 
 
 def test_shared_memory_limited_kernel(tmp_path: Path) -> None:
@@ -324,7 +328,7 @@ def test_shared_memory_limited_kernel(tmp_path: Path) -> None:
     # rounded to 128 B = 41088; 102400 // 41088 = 2 blocks -> 8 of 48 warps = 16.6667 %; the smallest
     # carveout holding 2 * 41088 = 82176 B is 100 KB.
     # Second: 60000 B dynamic (> 48 KB, so it opted in): 61024 -> 61056 B, fits the 99 KB + 1 KB opt-in
-    # limit, 102400 // 61056 = 1 block.  Third: 110000 B exceeds the opt-in limit: cannot launch.
+    # limit, 102400 // 61056 = 1 block.  Third: 110000 B exceeds the opt-in limit: cannot launch (NULL + reason).
     write_trace(
         tmp_path,
         (8, 6),
@@ -337,10 +341,10 @@ def test_shared_memory_limited_kernel(tmp_path: Path) -> None:
     assert occupancy(tmp_path) == [
         (16, 12, 16, 2, 2, "shared_mem", 16.6667),
         (16, 12, 16, 1, 1, "shared_mem", 8.3333),
-        (16, 12, 16, 0, 0, "shared_mem", 0.0),
+        (16, 12, 16, 0, None, None, None),
     ]
     carve = connect(tmp_path).sql("SELECT est_carveout_bytes FROM kernel_occupancy ORDER BY kernel_id").fetchall()
-    assert carve == [(102400,), (65536,), (0,)]
+    assert carve == [(102400,), (65536,), (None,)]
 
 
 def test_unknown_architecture_gives_no_guess(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Per-compute-capability SM limits: the constants of the CUDA occupancy calculator.
+"""Per-architecture SM limits: the constants of the CUDA occupancy calculator, and AMD CDNA's per-CU limits.
 
 A trace records what the device reported (nsys ``TARGET_INFO_GPU``, the chrome
 trace's ``deviceProperties``), but older nsys exports lack ``maxBlocksPerSm`` /
@@ -22,8 +22,22 @@ Sources, so each number can be checked:
   ``device__attribute_*`` in ``sample_traces/h200_smallcnn`` (132 SMs, 64 warps,
   32 blocks, 233472 B shared memory per SM, 232448 B opt-in, 1024 B reserved).
 
+* cc 6.1 (Pascal GP10x): 64 warps, 32 blocks, 96 KB shared memory per SM (not configurable), 48 KB per
+  block with no opt-in above it, 256 B shared-memory granularity, 4 sub-partitions (``cuda_occupancy.h``
+  gives 2 only to cc 6.0).  cc 10.0 (B200): as 9.0 (64 warps, 32 blocks, 228 KB / 227 KB opt-in, the same
+  carveouts).  cc 12.0 (RTX 50-series): 48 warps (1536 threads), 32 blocks, 100 KB shared memory per SM,
+  99 KB opt-in, carveouts as 8.6 -- all from the Programming Guide's table; not yet checked against an ncu
+  capture (the committed samples are H200 only, so 9.0 is the row tested against ncu).
+* AMD (``vendor = 'AMD'``, keyed by LLVM target ``gfx_arch``, never by compute capability: Kineto's
+  ``deviceProperties`` report ``computeMajor`` 9 for an MI250, which is not Hopper): ROCm's "GPU hardware
+  specifications" table (compute units per GCD/XCD partition as one device, wavefront 64, LDS 64 KiB per CU)
+  and the CDNA ISA guides (4 SIMDs x 8 waves = 32 wavefronts = 2048 work-items per CU, 1024 per workgroup).
+  The register and LDS allocation rules differ from CUDA's, so their occupancy columns are NULL (the view
+  ``kernel_occupancy`` says why); geometry, waves and per-CU load use the rows.
+
 ``ref_sm_count`` is the SM count of one well-known part of that architecture, used
 only when a trace does not say how many SMs it had (the view marks such rows).
+``GPU_NAMES`` tells vendors and AMD architectures apart by device name (a data table, not code).
 """
 
 from __future__ import annotations
@@ -34,6 +48,8 @@ KB = 1024
 
 #: Column -> (arrow type, meaning).  Units are in the names.
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+    "vendor": (pa.string(), "'NVIDIA' or 'AMD'"),
+    "gfx_arch": (pa.string(), "AMD LLVM target (gfx90a...); NULL for NVIDIA rows (keyed by compute capability)"),
     "compute_major": (pa.int32(), "compute capability major"),
     "compute_minor": (pa.int32(), "compute capability minor"),
     "arch_name": (pa.string(), "architecture"),
@@ -78,6 +94,8 @@ def _row(
     carveouts_kb: list[int],
 ) -> dict[str, object]:
     return {
+        "vendor": "NVIDIA",
+        "gfx_arch": None,
         "compute_major": cc[0],
         "compute_minor": cc[1],
         "arch_name": arch,
@@ -106,6 +124,7 @@ def _row(
 #: One row per compute capability.  (cc, arch, reference part, its SMs, warps/SM, blocks/SM,
 #: shared KB/SM, opt-in KB/block, reserved B/block, shared alloc unit B, carveouts KB)
 ARCH_ROWS: list[dict[str, object]] = [
+    _row((6, 1), "Pascal", "GeForce GTX 1080", 20, 64, 32, 96, 48, 0, 256, [96]),
     _row((7, 0), "Volta", "Tesla V100", 80, 64, 32, 96, 96, 0, 256, _V100_CARVEOUTS),
     _row((7, 5), "Turing", "Tesla T4", 40, 32, 16, 64, 64, 0, 256, [32, 64]),
     _row((8, 0), "Ampere", "A100", 108, 64, 32, 164, 163, KB, 128, _A100_CARVEOUTS),
@@ -113,7 +132,54 @@ ARCH_ROWS: list[dict[str, object]] = [
     _row((8, 7), "Ampere", "Jetson AGX Orin", 16, 48, 16, 164, 163, KB, 128, _A100_CARVEOUTS),
     _row((8, 9), "Ada", "GeForce RTX 4090", 128, 48, 24, 100, 99, KB, 128, _GA10X_CARVEOUTS),
     _row((9, 0), "Hopper", "H100 SXM5 / H200", 132, 64, 32, 228, 227, KB, 128, _H100_CARVEOUTS),
+    _row((10, 0), "Blackwell", "B200", 148, 64, 32, 228, 227, KB, 128, _H100_CARVEOUTS),
+    _row((12, 0), "Blackwell", "GeForce RTX 5090", 170, 48, 32, 100, 99, KB, 128, _GA10X_CARVEOUTS),
 ]
+
+
+def _amd_row(gfx: str, arch: str, part: str, cus: int) -> dict[str, object]:
+    """A CDNA compute unit: wavefront 64, 32 waves (4 SIMDs x 8), 1024 work-items per workgroup, 64 KiB LDS.
+    What a CUDA-style occupancy needs beyond that (allocation granularities, blocks per CU) stays NULL."""
+    return {name: None for name in COLUMNS} | {
+        "vendor": "AMD",
+        "gfx_arch": gfx,
+        "arch_name": arch,
+        "ref_part": part,
+        "ref_sm_count": cus,
+        "warp_size": 64,
+        "max_threads_per_sm": 32 * 64,
+        "max_warps_per_sm": 32,
+        "max_threads_per_block": 1024,
+        "max_shared_mem_per_sm_bytes": 64 * KB,
+        "max_shared_mem_per_block_bytes": 64 * KB,
+        "max_shared_mem_per_block_optin_bytes": 64 * KB,
+    }
+
+
+#: AMD Instinct rows: one ROCm device is one GCD (MI200) or the whole partitioned MI300 in SPX mode.
+ARCH_ROWS += [
+    _amd_row("gfx908", "CDNA", "Instinct MI100", 120),
+    _amd_row("gfx90a", "CDNA2", "Instinct MI250X (one GCD)", 110),
+    _amd_row("gfx942", "CDNA3", "Instinct MI300X", 304),
+    _amd_row("gfx950", "CDNA4", "Instinct MI355X", 256),
+]
+
+#: Device name (case-insensitive regex) -> vendor and AMD architecture; first match by ``priority``.
+#: vendor 'render-only' is an adapter that runs no compute (WSL lists one beside the real GPU).
+GPU_NAMES: list[dict[str, object]] = [
+    {"priority": 0, "pattern": r"basic render driver|basic display adapter", "vendor": "render-only", "gfx_arch": None},
+    {"priority": 1, "pattern": r"mi100\b", "vendor": "AMD", "gfx_arch": "gfx908"},
+    {"priority": 1, "pattern": r"mi2[0-9]0", "vendor": "AMD", "gfx_arch": "gfx90a"},
+    {"priority": 1, "pattern": r"mi3[0-2][0-9]", "vendor": "AMD", "gfx_arch": "gfx942"},
+    {"priority": 1, "pattern": r"mi35[0-9]", "vendor": "AMD", "gfx_arch": "gfx950"},
+    {"priority": 1, "pattern": r"\b(gfx9[0-9a-f]+)\b", "vendor": "AMD", "gfx_arch": None},
+    {"priority": 2, "pattern": r"\bamd\b|radeon|instinct", "vendor": "AMD", "gfx_arch": None},
+    {"priority": 3, "pattern": r"nvidia|geforce|tesla|quadro|titan|rtx", "vendor": "NVIDIA", "gfx_arch": None},
+]
+
+GPU_NAMES_SCHEMA = pa.schema(
+    [("priority", pa.int32()), ("pattern", pa.string()), ("vendor", pa.string()), ("gfx_arch", pa.string())]
+)
 
 ARCH_LIMITS = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 
@@ -121,3 +187,8 @@ ARCH_LIMITS = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items
 def arch_limits_table() -> pa.Table:
     """The table registered as view ``arch_limits`` (see ``PY_TABLES``)."""
     return pa.Table.from_pylist(ARCH_ROWS, schema=ARCH_LIMITS)
+
+
+def gpu_names_table() -> pa.Table:
+    """The table registered as view ``gpu_names``."""
+    return pa.Table.from_pylist(GPU_NAMES, schema=GPU_NAMES_SCHEMA)

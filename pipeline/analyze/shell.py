@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from rich.table import Table
 
 from pipeline import console
+from pipeline.analyze import read_only_query
 
 
 def print_result(table: pa.Table, fmt: str, max_rows: int = 50) -> None:
@@ -84,7 +85,7 @@ def repl(con: duckdb.DuckDBPyConnection) -> None:
         if not buf.strip().endswith(";"):
             continue
         try:
-            result = con.sql(buf)
+            result = read_only_query(con, buf)
             if result is not None:
                 print_result(result.to_arrow_table(), "table")
         except duckdb.Error as e:

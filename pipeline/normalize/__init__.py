@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.checks import staged_warnings
+from pipeline.normalize.ncu_pages import other_page
 from pipeline.normalize.ranks import fill_rank
 from pipeline.normalize.source import SQLITE_MAGIC, check_plain_size, head, sha256_of
 from pipeline.schema import SCHEMA_VERSION
@@ -57,8 +58,8 @@ def _by_content(first: bytes) -> str | None:
         return "layer-shapes"
     if text[:1] in (b"{", b"["):
         return "chrome-trace"
-    if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first:
-        return "ncu-csv"
+    if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first or other_page(text):
+        return "ncu-csv"  # other_page: ncu's session/source pages, refused by the ncu normalizer with the fix
     return None
 
 

@@ -10,6 +10,13 @@ Two layouts:
 * raw page: one row per launch, one column per metric, and a second row with each metric's unit;
 * details page: one row per (launch, section, metric) or per rule result, with ``Metric Unit``.
 
+Versions (2019.5 on) differ in the launch columns, so those are a data table (``LAUNCH_ALIASES``): 2019-2020
+exports have ``Kernel Time`` and no ``Block Size``/``Grid Size``/``Device``/``CC`` (the launch sizes are only the
+products in the "Launch Statistics" rows, kept as metrics; grid and block dims stay NULL, never guessed).
+Range replay (``--replay-mode range|app-range``) gives one result per range, Kernel Name ``range``, Stream
+``n/a`` and no launch shape: such rows are kept and counted in a warning.  Other pages (``--page session``,
+``source``...) carry no per-launch table and are refused with a line naming the page and the export we read.
+
 Values are converted to base units so the two unit modes of ncu compare: ncu's default "auto" mode scales
 (``4.32 us``, ``32.77 Kbyte``, ``3.17 Ghz``) while ``--print-units base`` prints ``4,320 ns``. Checked on one
 report exported both ways (``sample_traces/h200_ncu_units``): byte prefixes are decimal SI (1 Kbyte = 1e3 byte).
@@ -24,16 +31,36 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import BadInputError
+from pipeline.normalize.ncu_pages import EXPORT_HINT, other_page
 from pipeline.normalize.source import read_all
 from pipeline.store import TraceWriter
 
 HEADER_START = b'"ID","Process ID"'
-# Columns that describe the launch rather than measure it (both pages).
-ID, PID, PROCESS, HOST, NAME = "ID", "Process ID", "Process Name", "Host Name", "Kernel Name"
-CONTEXT, STREAM, BLOCK, GRID, DEVICE, CC = "Context", "Stream", "Block Size", "Grid Size", "Device", "CC"
+ID, NAME = "ID", "Kernel Name"  # the only launch columns every version and replay mode writes
+#: Launch columns (describe the launch, not a measurement; both pages) -> the header cells that carry them, per
+#: ncu version, first found wins; a column no cell carries is NULL.  2019.5-2020.x: ID, Process ID, Process
+#: Name, Host Name, Kernel Name, Kernel Time, Context, Stream (no Block Size, Grid Size, Device, CC); 2021.1 on
+#: adds Block Size, Grid Size, Device, CC; 2023 on drops Kernel Time.
+LAUNCH_ALIASES: dict[str, tuple[str, ...]] = {
+    "launch_id": (ID,),
+    "pid": ("Process ID",),
+    "process_name": ("Process Name",),
+    "host": ("Host Name",),
+    "name": (NAME,),
+    "kernel_time": ("Kernel Time",),  # a wall-clock timestamp of the profiling pass: not stored
+    "context_id": ("Context",),
+    "stream_id": ("Stream",),
+    "block": ("Block Size",),
+    "grid": ("Grid Size",),
+    "device_id": ("Device",),
+    "compute_capability": ("CC",),
+}
+REQUIRED = ("launch_id", "name")
 NVTX_PUSH_POP = "thread Domain:Push/Pop_Range"  # header cell starts with this (the rest lists the fields)
 NVTX_START_END = "Id:Domain:Start/Stop_Range"
-LAUNCH_COLUMNS = (ID, PID, PROCESS, HOST, NAME, CONTEXT, STREAM, BLOCK, GRID, DEVICE, CC)
+LAUNCH_COLUMNS = tuple(cell for cells in LAUNCH_ALIASES.values() for cell in cells)
+#: Kernel Name of a range-replay result (one row set per NVTX / profiler range instead of per kernel).
+RANGE_NAME = "range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
 
@@ -109,7 +136,11 @@ def _split(path: Path, data: bytes) -> tuple[bytes, list[str]]:
             raise BadInputError(path, f"ncu reported an error and wrote no table: {errors[0][:200]}")
         if not csv_bytes:
             raise BadInputError(path, "no Nsight Compute CSV table in the file (only ncu log lines)")
-        raise BadInputError(path, 'not an Nsight Compute CSV: the table does not start with "ID","Process ID"')
+        page = other_page(csv_bytes)
+        if page:
+            raise BadInputError(path, f"this is ncu's --page {page} export, with no per-launch table: {EXPORT_HINT}")
+        first = 'not an Nsight Compute raw or details CSV (the table does not start with "ID","Process ID")'
+        raise BadInputError(path, f"{first}: {EXPORT_HINT}")
     return csv_bytes, text_lines
 
 
@@ -165,29 +196,42 @@ def _nvtx(col: pl.Expr, leading_fields: int) -> pl.Expr:
     return pl.when(names == "").then(None).otherwise(names)
 
 
-def _dims(col: str, prefix: str) -> list[pl.Expr]:
-    parts = [pl.col(col).str.extract(r"^\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)$", i).cast(pl.Int32) for i in (1, 2, 3)]
+def launch_columns(df: pl.DataFrame) -> dict[str, str | None]:
+    """Our launch column -> the header cell of this CSV that carries it (None when this version has none)."""
+    return {ours: next((c for c in cells if c in df.columns), None) for ours, cells in LAUNCH_ALIASES.items()}
+
+
+def _col(cols: dict[str, str | None], ours: str) -> pl.Expr:
+    cell = cols[ours]
+    return pl.col(cell) if cell is not None else pl.lit(None, pl.String)
+
+
+def _dims(cols: dict[str, str | None], ours: str, prefix: str) -> list[pl.Expr]:
+    """``"(1024, 1, 1)"`` -> three Int32 columns; anything else (absent, ``n/a`` of a range) -> NULL."""
+    cell = _col(cols, ours)
+    parts = [cell.str.extract(r"^\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)$", i).cast(pl.Int32) for i in (1, 2, 3)]
     return [p.alias(f"{prefix}_{axis}") for p, axis in zip(parts, "xyz", strict=True)]
 
 
 def kernels_frame(df: pl.DataFrame) -> pl.DataFrame:
     """One row per launch (details pages repeat the launch on every metric row: keep the first)."""
+    cols = launch_columns(df)
     push_pop = next((c for c in df.columns if c.startswith(NVTX_PUSH_POP)), None)
     start_end = next((c for c in df.columns if c.startswith(NVTX_START_END)), None)
     return (
         df.unique(ID, keep="first", maintain_order=True)
         .select(
             pl.col(ID).cast(pl.Int64).alias("launch_id"),
-            pl.col(PID).cast(pl.Int64, strict=False).alias("pid"),
-            pl.col(PROCESS).alias("process_name"),
-            pl.col(HOST).alias("host"),
+            _col(cols, "pid").cast(pl.Int64, strict=False).alias("pid"),
+            _col(cols, "process_name").alias("process_name"),
+            _col(cols, "host").alias("host"),
             pl.col(NAME).alias("name"),
-            pl.col(CONTEXT).cast(pl.Int64, strict=False).alias("context_id"),
-            pl.col(STREAM).cast(pl.Int64, strict=False).alias("stream_id"),
-            pl.col(DEVICE).cast(pl.Int32, strict=False).alias("device_id"),
-            pl.col(CC).alias("compute_capability"),
-            *_dims(GRID, "grid"),
-            *_dims(BLOCK, "block"),
+            _col(cols, "context_id").cast(pl.Int64, strict=False).alias("context_id"),
+            _col(cols, "stream_id").cast(pl.Int64, strict=False).alias("stream_id"),
+            _col(cols, "device_id").cast(pl.Int32, strict=False).alias("device_id"),
+            _col(cols, "compute_capability").alias("compute_capability"),
+            *_dims(cols, "grid", "grid"),
+            *_dims(cols, "block", "block"),
             (_nvtx(pl.col(push_pop), 1) if push_pop else pl.lit(None, pl.String)).alias("nvtx_push_pop"),
             (_nvtx(pl.col(start_end), 2) if start_end else pl.lit(None, pl.String)).alias("nvtx_start_end"),
         )
@@ -290,7 +334,8 @@ def normalize_ncu(path: Path, writer: TraceWriter) -> dict[str, object]:
     csv_bytes, dropped = _split(path, data)
     _check_complete(path, csv_bytes)
     df = _read_table(path, csv_bytes)
-    missing = [c for c in LAUNCH_COLUMNS if c not in df.columns]
+    cols = launch_columns(df)
+    missing = [LAUNCH_ALIASES[c][0] for c in REQUIRED if cols[c] is None]
     if missing:
         raise BadInputError(path, f"ncu CSV lacks launch columns {missing}")
     page = "details" if "Metric Name" in df.columns else "raw"
@@ -303,6 +348,7 @@ def normalize_ncu(path: Path, writer: TraceWriter) -> dict[str, object]:
         if dropped
         else []
     )
+    warnings += _layout_warnings(cols, kernels)
     hosts = kernels["host"].drop_nulls().unique().to_list()
     return {
         "source_format": "ncu-csv",
@@ -310,3 +356,21 @@ def normalize_ncu(path: Path, writer: TraceWriter) -> dict[str, object]:
         "host": hosts[0] if len(hosts) == 1 else None,
         "warnings": warnings,
     }
+
+
+def _layout_warnings(cols: dict[str, str | None], kernels: pl.DataFrame) -> list[str]:
+    """What this export's layout leaves NULL: launch columns its version lacks, launches of range replay."""
+    absent = [LAUNCH_ALIASES[c][0] for c in ("grid", "block", "device_id", "compute_capability") if cols[c] is None]
+    out = []
+    if absent:
+        out.append(
+            f"this ncu version's CSV has no {', '.join(absent)} columns (2019.5-2020.x layout): grid/block dims, "
+            "device and CC are NULL; launch sizes are the Launch Statistics products in ncu_metrics"
+        )
+    ranges = kernels.filter(pl.col("name") == RANGE_NAME).height
+    if ranges:
+        out.append(
+            f"{ranges} range-replay result(s) (Kernel Name 'range': one result per NVTX/profiler range, no launch "
+            "shape): kept in ncu_kernels/ncu_metrics, never matched to timeline kernels"
+        )
+    return out

@@ -22,6 +22,7 @@ import adbc_driver_sqlite.dbapi as adbc
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
+from pipeline.normalize import nsys_map
 from pipeline.normalize.nesting import with_nesting
 from pipeline.normalize.ranks import nsys_capture_ranks
 from pipeline.normalize.source import SQLITE_MAGIC, local_file
@@ -49,6 +50,14 @@ class Sqlite:
         except adbc.Error as e:
             raise BadInputError(shown, f"not a readable sqlite database ({_first_line(e)})") from e
         self._cols: dict[str, set[str]] = {}
+        #: (table, column) read but absent from this export: left null, said once in a warning.
+        self.missing: set[tuple[str, str]] = set()
+        #: tables with the columns their rows need (set by ``_usable_tables``).
+        self.usable: set[str] = set()
+
+    def table(self, name: str) -> str | None:
+        """The name ``name`` has in this export (``nsys_map.TABLES`` lists renamings), None if absent."""
+        return next((t for t in nsys_map.TABLES.get(name, (name,)) if t in self.tables), None)
 
     def columns(self, table: str) -> set[str]:
         if table not in self._cols:
@@ -59,7 +68,15 @@ class Sqlite:
         return self.arrow(sql).column(0).to_pylist()
 
     def arrow(self, sql: str) -> pa.Table:
-        return pa.Table.from_batches(list(self.batches(sql)))
+        """The whole result; an empty one keeps its columns (typed int64 where sqlite cannot tell)."""
+        cur = self.conn.cursor()
+        try:
+            cur.execute(sql)
+            return cur.fetch_arrow_table()
+        except adbc.Error as e:
+            raise BadInputError(self.shown, f"sqlite query failed ({_first_line(e)})") from e
+        finally:
+            cur.close()
 
     def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
         cur = self.conn.cursor()
@@ -72,7 +89,15 @@ class Sqlite:
             cur.close()
 
     def col(self, table: str, alias: str, name: str, default: str = "NULL") -> str:
-        return f"{alias}.{name}" if name in self.columns(table) else default
+        if name in self.columns(table):
+            return f"{alias}.{name}"
+        if (table, name) not in nsys_map.ADDED_LATER:
+            self.missing.add((table, name))
+        return default
+
+    def has(self, table: str, *names: str) -> bool:
+        """Whether ``table`` has every column in ``names`` (a missing one is noted for the warning)."""
+        return all([self.col(table, "", n, "") != "" for n in names])
 
     def close(self) -> None:
         self.conn.close()
@@ -111,34 +136,49 @@ def _name(db: Sqlite, table: str, alias: str, col: str) -> str:
 
 
 def _enum_label(db: Sqlite, enum: str, expr: str) -> str:
-    if enum in db.tables:
-        return f"coalesce((SELECT label FROM {enum} WHERE id = {expr}), CAST({expr} AS TEXT))"
-    return f"CAST({expr} AS TEXT)"
+    """The label of enum value ``expr``: from the export's own enum table (any of its names), else from
+    ``nsys_map.ENUMS``; a value neither knows stays as its number in text."""
+    table = db.table(enum)
+    if table is not None and "label" in db.columns(table):
+        return f"coalesce((SELECT label FROM {table} WHERE id = {expr}), CAST({expr} AS TEXT))"
+    values = ", ".join(f"({k}, '{v}')" for k, v in nsys_map.ENUMS[enum].items())
+    return f"coalesce((SELECT column2 FROM (VALUES {values}) WHERE column1 = {expr}), CAST({expr} AS TEXT))"
 
 
-def _launches_cte(db: Sqlite) -> str:
-    parts = [f"SELECT correlationId, globalTid FROM {t}" for t in LAUNCH_TABLES if t in db.tables]
+def _launch_tables(db: Sqlite) -> list[str]:
+    """The runtime/driver tables that can link kernels to a thread (present, with the columns needed)."""
+    return [t for t in LAUNCH_TABLES if t in db.usable and db.has(t, "correlationId")]
+
+
+def _launches_cte(db: Sqlite, per_process: bool = True) -> str:
+    """The launching thread per correlation id, per process (correlation ids restart in each process);
+    without ``per_process`` (kernels that do not record their process) per correlation id alone."""
+    parts = [f"SELECT correlationId, globalTid FROM {t}" for t in _launch_tables(db)]
     if not parts:
         return "launches AS (SELECT NULL AS correlationId, NULL AS globalTid, NULL AS pid WHERE 0)"
     union = " UNION ALL ".join(parts)
     pid = PID.format(col="globalTid")
+    by = f"correlationId, {pid}" if per_process else "correlationId"
     return (
-        f"launches AS (SELECT correlationId, {pid} AS pid, min(globalTid) AS globalTid "
-        f"FROM ({union}) GROUP BY correlationId, {pid})"
+        f"launches AS (SELECT correlationId, {PID.format(col='min(globalTid)')} AS pid, "
+        f"min(globalTid) AS globalTid FROM ({union}) GROUP BY {by})"
     )
 
 
 def kernels_sql(db: Sqlite) -> str:
     t, k = KERNEL_TABLE, "k"
     c = lambda name, default="NULL": db.col(t, k, name, default)  # noqa: E731
-    pid = PID.format(col="k.globalPid") if "globalPid" in db.columns(t) else "NULL"
-    has_type = "launchType" in db.columns(t)
+    has_pid = db.has(t, "globalPid")
+    pid = PID.format(col="k.globalPid") if has_pid else "l.pid"  # else: the launching thread's process
+    same_process = f"AND l.pid = {pid}" if has_pid else ""
+    has_type = db.has(t, "launchType")
     launch_type = _enum_label(db, "ENUM_CUDA_KERNEL_LAUNCH_TYPE", "k.launchType") if has_type else "NULL"
+    corr = c("correlationId")
     return f"""
-    WITH {_launches_cte(db)}
-    SELECT row_number() OVER (ORDER BY k.start, k.correlationId) - 1 AS kernel_id,
+    WITH {_launches_cte(db, per_process=has_pid)}
+    SELECT row_number() OVER (ORDER BY k.start, {corr}) - 1 AS kernel_id,
            {c("deviceId")} AS device_id, {c("contextId")} AS context_id, {c("streamId")} AS stream_id,
-           k.correlationId AS correlation_id,
+           {c("correlationId")} AS correlation_id,
            k.start AS start_ns, k."end" AS end_ns, k."end" - k.start AS duration_ns,
            coalesce({_name(db, t, k, "demangledName")}, {_name(db, t, k, "name")}) AS name,
            {_name(db, t, k, "shortName")} AS short_name,
@@ -151,15 +191,15 @@ def kernels_sql(db: Sqlite) -> str:
            {c("graphId")} AS graph_id, {c("graphNodeId")} AS graph_node_id,
            {pid} AS pid, {TID.format(col="l.globalTid")} AS tid
     FROM {t} k
-    LEFT JOIN launches l ON l.correlationId = k.correlationId AND l.pid = {pid}
-    ORDER BY k.start, k.correlationId
+    LEFT JOIN launches l ON l.correlationId = {corr} {same_process}
+    ORDER BY k.start, {corr}
     """
 
 
 def api_calls_sql(db: Sqlite) -> str | None:
     parts = []
     for table, kind in zip(LAUNCH_TABLES, ("runtime", "driver"), strict=True):
-        if table not in db.tables:
+        if table not in db.usable:
             continue
         c = lambda name, table=table: db.col(table, "r", name)  # noqa: E731
         name = _name(db, table, "r", "nameId") if "nameId" in db.columns(table) else _name(db, table, "r", "name")
@@ -192,13 +232,13 @@ def _nvtx_domain(db: Sqlite) -> str:
 
 
 def nvtx_ranges_sql(db: Sqlite) -> str | None:
-    if "NVTX_EVENTS" not in db.tables:
+    if "NVTX_EVENTS" not in db.usable:
         return None
     c = lambda name: db.col("NVTX_EVENTS", "n", name)  # noqa: E731
     end_tid = TID.format(col="n.endGlobalTid") if "endGlobalTid" in db.columns("NVTX_EVENTS") else "NULL"
     kinds = ", ".join(map(str, PUSH_POP + START_END))
     return f"""
-    SELECT row_number() OVER (ORDER BY n.start, n."end" DESC) - 1 AS range_id,
+    SELECT row_number() OVER (ORDER BY n.start, n."end" DESC, n.rowid) - 1 AS range_id,
            CASE WHEN n.eventType IN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END AS kind,
            'nvtx' AS source, {_nvtx_domain(db)} AS domain, {_nvtx_text(db)} AS text,
            {c("category")} AS category, {c("color")} AS color,
@@ -207,12 +247,12 @@ def nvtx_ranges_sql(db: Sqlite) -> str | None:
            coalesce({end_tid}, {TID.format(col="n.globalTid")}) AS end_tid
     FROM NVTX_EVENTS n
     WHERE n.eventType IN ({kinds}) AND n."end" IS NOT NULL
-    ORDER BY n.start, n."end" DESC
+    ORDER BY n.start, n."end" DESC, n.rowid
     """
 
 
 def nvtx_marks_sql(db: Sqlite) -> str | None:
-    if "NVTX_EVENTS" not in db.tables:
+    if "NVTX_EVENTS" not in db.usable:
         return None
     return f"""
     SELECT row_number() OVER (ORDER BY n.start) - 1 AS mark_id, {_nvtx_domain(db)} AS domain,
@@ -224,74 +264,70 @@ def nvtx_marks_sql(db: Sqlite) -> str | None:
 
 def memcpy_sql(db: Sqlite) -> str | None:
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
-    if t not in db.tables:
+    if t not in db.usable:
         return None
     c = lambda name: db.col(t, "m", name)  # noqa: E731
-    kind = lambda col: _enum_label(db, "ENUM_CUDA_MEM_KIND", f"m.{col}") if col in db.columns(t) else "NULL"  # noqa: E731
+    kind = lambda col: _enum_label(db, "ENUM_CUDA_MEM_KIND", f"m.{col}") if db.has(t, col) else "NULL"  # noqa: E731
     return f"""
     SELECT row_number() OVER (ORDER BY m.start) - 1 AS copy_id, {c("deviceId")} AS device_id,
            {c("contextId")} AS context_id, {c("streamId")} AS stream_id, {c("correlationId")} AS correlation_id,
            m.start AS start_ns, m."end" AS end_ns, m."end" - m.start AS duration_ns, {c("bytes")} AS bytes,
-           {_enum_label(db, "ENUM_CUDA_MEMCPY_OPER", "m.copyKind") if "copyKind" in db.columns(t) else "NULL"} AS kind,
+           {_enum_label(db, "ENUM_CUDA_MEMCPY_OPER", "m.copyKind") if db.has(t, "copyKind") else "NULL"} AS kind,
            {kind("srcKind")} AS src_kind, {kind("dstKind")} AS dst_kind,
-           {PID.format(col="m.globalPid") if "globalPid" in db.columns(t) else "NULL"} AS pid
+           {PID.format(col="m.globalPid") if db.has(t, "globalPid") else "NULL"} AS pid
     FROM {t} m ORDER BY m.start
     """
 
 
 def memset_sql(db: Sqlite) -> str | None:
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
-    if t not in db.tables:
+    if t not in db.usable:
         return None
     c = lambda name: db.col(t, "m", name)  # noqa: E731
-    mem_kind = _enum_label(db, "ENUM_CUDA_MEM_KIND", "m.memKind") if "memKind" in db.columns(t) else "NULL"
+    mem_kind = _enum_label(db, "ENUM_CUDA_MEM_KIND", "m.memKind") if db.has(t, "memKind") else "NULL"
     return f"""
     SELECT row_number() OVER (ORDER BY m.start) - 1 AS set_id, {c("deviceId")} AS device_id,
            {c("contextId")} AS context_id, {c("streamId")} AS stream_id, {c("correlationId")} AS correlation_id,
            m.start AS start_ns, m."end" AS end_ns, m."end" - m.start AS duration_ns, {c("bytes")} AS bytes,
            {c("value")} AS value, {mem_kind} AS mem_kind,
-           {PID.format(col="m.globalPid") if "globalPid" in db.columns(t) else "NULL"} AS pid
+           {PID.format(col="m.globalPid") if db.has(t, "globalPid") else "NULL"} AS pid
     FROM {t} m ORDER BY m.start
     """
 
 
-# TARGET_INFO_GPU column -> normalized column.  Older exports lack many of them.
-_GPU_COLUMNS = {
-    "name": "name",
-    "computeMajor": "compute_major",
-    "computeMinor": "compute_minor",
-    "smCount": "sm_count",
-    "threadsPerWarp": "warp_size",
-    "maxWarpsPerSm": "max_warps_per_sm",
-    "maxBlocksPerSm": "max_blocks_per_sm",
-    "maxRegistersPerSm": "max_registers_per_sm",
-    "maxRegistersPerBlock": "max_registers_per_block",
-    "maxShmemPerSm": "max_shared_mem_per_sm_bytes",
-    "maxShmemPerBlock": "max_shared_mem_per_block_bytes",
-    "maxShmemPerBlockOptin": "max_shared_mem_per_block_optin_bytes",
-    "maxThreadsPerBlock": "max_threads_per_block",
-    "l2CacheSize": "l2_cache_bytes",
-    "clockRate": "clock_hz",
-    "memoryBandwidth": "memory_bandwidth_bytes_per_s",
-    "totalMemory": "total_memory_bytes",
-}
-
-
 def devices_sql(db: Sqlite) -> str | None:
-    t = "TARGET_INFO_GPU"
-    if t not in db.tables:
+    """One row per GPU, each column from whichever layout's table and column holds it (``nsys_map``)."""
+    gpu, cuda = nsys_map.GPU_TABLE, nsys_map.CUDA_GPU_TABLE
+    have = {t: db.columns(t) for t in (gpu, cuda) if t in db.tables}
+    if not have:
         return None
-    cols = db.columns(t)
-    device_id = "g.cuDevice" if "cuDevice" in cols else "g.id"
-    select = [f"{device_id} AS device_id"]
-    select += [f"g.{src} AS {dst}" for src, dst in _GPU_COLUMNS.items() if src in cols]
-    if {"maxWarpsPerSm", "threadsPerWarp"} <= cols:
-        select.append("g.maxWarpsPerSm * g.threadsPerWarp AS max_threads_per_sm")
-    return f"SELECT {', '.join(select)} FROM {t} g ORDER BY device_id"
+    alias = {gpu: "g", cuda: "c"}
+    select = []
+    for column, sources in nsys_map.DEVICE_COLUMNS.items():
+        found = [f"{alias[t]}.{c}" for t, c in sources if c in have.get(t, ())]
+        if found:
+            select.append(f"{found[0] if len(found) == 1 else 'coalesce(' + ', '.join(found) + ')'} AS {column}")
+    # The pre-2022 CUDA table has a row per GPU and process: one per GPU, joined on the device ordinal.
+    cuda_rows = f"(SELECT * FROM {cuda} GROUP BY deviceId)"
+    if gpu in have and cuda in have and "deviceId" in have[cuda]:
+        key = next(f"g.{c}" for c in ("cuDevice", "deviceId", "id") if c in have[gpu])
+        source = f"{gpu} g LEFT JOIN {cuda_rows} c ON c.deviceId = {key}"
+    elif gpu in have:
+        source = f"{gpu} g"
+    else:
+        source = f"{cuda_rows} c"
+    inner = f"SELECT {', '.join(select)} FROM {source}"
+    names = [s.rsplit(" AS ", 1)[1] for s in select]
+    if "device_id" not in names:
+        select.insert(0, "NULL AS device_id")
+        inner = f"SELECT {', '.join(select)} FROM {source}"
+    threads = "max_warps_per_sm * warp_size" if {"max_warps_per_sm", "warp_size"} <= set(names) else "NULL"
+    return f"SELECT *, {threads} AS max_threads_per_sm FROM ({inner}) ORDER BY device_id"
 
 
 def _meta_value(db: Sqlite, table: str, key: str) -> str | None:
-    if table not in db.tables:
+    table = db.table(table)
+    if table is None or not {"name", "value"} <= db.columns(table):
         return None
     vals = db.column(f"SELECT value FROM {table} WHERE name = '{key}'")
     return str(vals[0]) if vals else None
@@ -318,33 +354,39 @@ def read_meta(db: Sqlite) -> dict[str, object]:
     }
 
 
-#: Columns without which a table's rows mean nothing; anything else may be missing in an older export.
-REQUIRED = {
-    KERNEL_TABLE: ("start", "end", "correlationId"),
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
-    "NVTX_EVENTS": ("start", "end", "eventType", "globalTid"),
-}
-
-
-def _check_required(db: Sqlite) -> None:
-    for table, cols in REQUIRED.items():
-        if table in db.tables:
-            missing = [c for c in cols if c not in db.columns(table)]
-            if missing:
-                raise BadInputError(db.shown, f"table {table} lacks required column(s) {', '.join(missing)}")
-    if "StringIds" not in db.tables:
-        ids = (
-            db.column(f"SELECT count(*) FROM {KERNEL_TABLE} WHERE typeof(demangledName) = 'integer'")
-            if ("demangledName" in db.columns(KERNEL_TABLE))
-            else [0]
-        )
+def _usable_tables(db: Sqlite) -> list[str]:
+    """Set ``db.usable``: the tables that have the columns their rows need (``nsys_map.REQUIRED``); return
+    a warning for each table left out.  Without a usable kernel table nothing is: a bad-input error."""
+    warnings, usable = [], set()
+    for table, cols in nsys_map.REQUIRED.items():
+        if table not in db.tables:
+            continue
+        missing = [c for c in cols if c not in db.columns(table)]
+        if not missing:
+            usable.add(table)
+        elif table == KERNEL_TABLE:
+            raise BadInputError(db.shown, f"table {table} lacks required column(s) {', '.join(missing)}")
+        else:
+            warnings.append(f"table {table} lacks column(s) {', '.join(missing)}: left out")
+    db.usable = usable
+    if "StringIds" not in db.tables and db.has(KERNEL_TABLE, "demangledName"):
+        ids = db.column(f"SELECT count(*) FROM {KERNEL_TABLE} WHERE typeof(demangledName) = 'integer'")
         if ids[0]:
             raise BadInputError(db.shown, "kernel names are StringIds ids but the StringIds table is missing")
+    return warnings
+
+
+def _missing_columns(db: Sqlite) -> list[str]:
+    """One warning naming every column read but absent (its values are null), if any."""
+    if not db.missing:
+        return []
+    names = ", ".join(f"{t}.{c}" for t, c in sorted(db.missing))
+    return [f"columns this export does not have, left null: {names}"]
 
 
 def _unended_ranges(db: Sqlite) -> list[str]:
     """nsys stores a push without its pop (the capture stopped inside the range) with a NULL end."""
-    if "NVTX_EVENTS" not in db.tables:
+    if "NVTX_EVENTS" not in db.usable:
         return []
     kinds = ", ".join(map(str, PUSH_POP + START_END))
     n = db.column(f'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN ({kinds}) AND "end" IS NULL')[0]
@@ -360,8 +402,7 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
                 raise BadInputError(
                     shown, f"no {KERNEL_TABLE} table: the capture has no CUDA kernels (was it run with -t cuda?)"
                 )
-            _check_required(db)
-            warnings = _unended_ranges(db)
+            warnings = _usable_tables(db) + _unended_ranges(db)
             writer.write_batches("kernels", db.batches(kernels_sql(db)))
             for table, sql in (
                 ("api_calls", api_calls_sql(db)),
@@ -375,7 +416,8 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
             ranges_sql = nvtx_ranges_sql(db)
             if ranges_sql is not None:
                 writer.write("nvtx_ranges", with_nesting(db.arrow(ranges_sql)))
-            return {**read_meta(db), "warnings": warnings}
+            meta = read_meta(db)
+            return {**meta, "warnings": warnings + _missing_columns(db)}
         finally:
             db.close()
 

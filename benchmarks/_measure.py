@@ -1,0 +1,149 @@
+"""What every benchmark measures, one way: wall time, CPU time of the whole process tree, peak RSS of the
+whole process tree, and the command + commit that a results file must name.
+
+Run each side as its own command (``measure([...])``) so its numbers are its own:
+
+* ``wall_s``: ``time.perf_counter`` around the process, start to exit.
+* ``cpu_s``: user + system CPU of the process and of every descendant it waited for (``os.wait4``'s rusage,
+  which the kernel accumulates up the tree as children are reaped: forked workers, pools, subprocesses).
+* ``peak_rss_bytes``: the largest sum of RSS over the process and all its live descendants, sampled every
+  ``interval`` s with psutil; never below the largest single process's own peak (``ru_maxrss``), which catches
+  a spike between two samples.  A sum of RSS counts pages shared between processes (fork's copy-on-write
+  pages, a memory-mapped input) once per process: it is an upper bound on the memory the tree needs.
+
+``ratios(ours, theirs)`` gives the wall and CPU ratios side by side: a parallel tool can win on wall time
+while spending more CPU, and a reader should see both.  ``provenance(argv)`` is the header a file in
+``benchmarks/results/`` starts with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    wall_s: float
+    cpu_s: float  # user + system, the process and its reaped descendants
+    peak_rss_bytes: int  # process tree, see the module docstring
+    max_single_rss_bytes: int  # the largest one process's own peak (ru_maxrss)
+    returncode: int
+    stdout: str
+
+    def line(self) -> str:
+        rss = self.peak_rss_bytes / 1e6
+        return f"wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s  peak RSS (tree) {rss:7.0f} MB"
+
+
+def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process]) -> int:
+    """Sum of RSS over ``root`` and its descendants now (processes that vanish mid-walk count 0)."""
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        p = known.setdefault(p.pid, p)  # keep one Process per pid: psutil caches what it can per object
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
+
+
+class _Sampler(threading.Thread):
+    def __init__(self, pid: int, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        known: dict[int, psutil.Process] = {}
+        while not self.stop.is_set():
+            self.peak = max(self.peak, _tree_rss(self.root, known))
+            self.stop.wait(self.interval)
+
+
+def measure(
+    argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, interval: float = 0.02
+) -> Measurement:
+    """Run ``argv`` to completion and measure it (stdout kept, stderr passed through); raises
+    ``subprocess.CalledProcessError`` when it fails, so a broken side never yields a ratio."""
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, env=env, cwd=cwd)
+        sampler = _Sampler(proc.pid, interval)
+        sampler.start()
+        # wait4 instead of proc.wait(): it also returns the rusage of the child and its reaped descendants.
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
+        sampler.stop.set()
+        sampler.join()
+        out.seek(0)
+        stdout = out.read().decode()
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, argv, stdout)
+    single = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    return Measurement(
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        peak_rss_bytes=max(sampler.peak, single),
+        max_single_rss_bytes=single,
+        returncode=proc.returncode,
+        stdout=stdout,
+    )
+
+
+def median(values: list[float]) -> float:
+    """The middle value (upper middle for an even count): one real run, not an average of two."""
+    return sorted(values)[len(values) // 2]
+
+
+def ratios(ours: list[Measurement], theirs: list[Measurement]) -> str:
+    """'wall 3.1x, CPU 1.2x, peak RSS 0.4x' -- theirs / ours for time (> 1: we are faster / cheaper),
+    ours / theirs for memory (< 1: we use less), over the medians of each side."""
+    wall = median([m.wall_s for m in theirs]) / median([m.wall_s for m in ours])
+    cpu = median([m.cpu_s for m in theirs]) / median([m.cpu_s for m in ours])
+    rss = max(m.peak_rss_bytes for m in ours) / max(m.peak_rss_bytes for m in theirs)
+    return f"wall {wall:.2f}x faster, CPU {cpu:.2f}x less, peak RSS {rss:.2f}x theirs"
+
+
+def git_commit() -> str:
+    """The commit the benchmark ran at, '+dirty' when the tree had uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True)
+        return head + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def provenance(argv: list[str] | None = None) -> str:
+    """Header lines for a results file: command, commit, date, machine."""
+    command = shlex.join(argv if argv is not None else [Path(sys.executable).name, *sys.argv])
+    return "\n".join(
+        [
+            f"# command: {command}",
+            f"# commit:  {git_commit()}",
+            f"# date:    {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+            f"# machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        ]
+    )

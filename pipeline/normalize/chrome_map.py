@@ -1,0 +1,139 @@
+"""What a PyTorch profiler chrome trace's events mean in our schema: data only, read by both decode paths.
+
+Every profiler generation and vendor names the same things differently (PyTorch 1.8-1.10 Kineto wrote
+``Kernel`` / ``Runtime`` / ``Operator`` and ``external id``; ROCm builds write HIP calls as
+``cuda_runtime``; newer Kineto adds categories we do not model).  Supporting another one means adding a
+row here: ``chrome_decode`` builds its msgspec Structs and column passes from these tables, and
+``chrome`` builds our tables from the groups they name.  No code branches on a category or an arg name.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+#: A chrome-trace ``cat`` as written by any profiler version or vendor -> the group of events it feeds.
+#: Groups are the modern Kineto names; each becomes one of our tables (see ``pipeline.normalize.chrome``).
+CATEGORIES: dict[str, str] = {
+    # modern Kineto (PyTorch >= 1.11), CUDA and ROCm alike (ROCm builds write HIP calls as cuda_runtime)
+    "kernel": "kernel",
+    "cuda_runtime": "cuda_runtime",
+    "cuda_driver": "cuda_driver",
+    "cpu_op": "cpu_op",
+    "python_function": "python_function",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "gpu_memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset",
+    # PyTorch 1.8-1.10 Kineto
+    "Kernel": "kernel",
+    "Runtime": "cuda_runtime",
+    "Driver": "cuda_driver",
+    "Operator": "cpu_op",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "gpu_user_Annotation": "gpu_user_annotation",  # Kineto's spelling until 2021
+    # vendor runtimes that launch work like the CUDA runtime does
+    "hip_runtime": "cuda_runtime",
+    "hip_driver": "cuda_driver",
+}
+
+#: Categories every Kineto writes that no table needs, and why: not counted as "not modelled".
+#: Any other category is counted by name in a warning (MTIA, privateuse1 devices, future ones).
+KNOWN_UNUSED: dict[str, str] = {
+    "ac2g": "flow arrows CPU -> GPU (the same link as correlation ids)",
+    "async": "flow arrows of PyTorch 1.8-1.10 (the same link as correlation ids)",
+    "fwdbwd": "flow arrows forward -> backward (sequence numbers carry the same link)",
+    "Trace": "the profiler's own span",
+    "overhead": "the profiler's own overhead",
+    "cpu_instant_event": "memory allocation instants (profile_memory)",
+    "external_correlation": "correlation records, already inlined into args",
+    "cuda_sync": "synchronization waits",
+    "cuda_profiler_range": "cudaProfilerStart/Stop spans",
+}
+
+#: Events without a ``cat`` (other than metadata, ``ph: "M"``) that Kineto writes, by name: not counted
+#: either.  Any other event without a category is counted under its name.
+KNOWN_UNCATEGORIZED: dict[str, str] = {
+    "Iteration Start: PyTorch Profiler": "the profiler's own marker",
+    "Record Window End": "the profiler's own marker",
+    "[memory]": "memory allocation instants of PyTorch 1.8-1.10 (profile_memory)",
+}
+
+ArgKind = Literal["int", "float", "json", "xyz"]
+
+
+class Arg(NamedTuple):
+    """One column taken from an event's ``args``: its kind and the key names that hold it, first found wins.
+
+    ``int``: int64 (a JSON integer); ``float``: float64; ``json``: the value's JSON text as written;
+    ``xyz``: a 3-element list spread over ``<column>_x/_y/_z`` (int32).
+    """
+
+    kind: ArgKind
+    names: tuple[str, ...]
+
+
+def _int(*names: str) -> Arg:
+    return Arg("int", names)
+
+
+_EXTERNAL = {"external_id": _int("External id", "external id")}
+_LAUNCHED = {"correlation_id": _int("correlation"), **_EXTERNAL}
+_ON_DEVICE = {"device_id": _int("device"), "context_id": _int("context"), "stream_id": _int("stream")}
+
+#: group -> output column -> where its value is in ``args``.  A group without columns never decodes args.
+COLUMNS: dict[str, dict[str, Arg]] = {
+    "kernel": {
+        **_ON_DEVICE,
+        **_LAUNCHED,
+        "registers_per_thread": _int("registers per thread"),
+        "static_smem_bytes": _int("shared memory"),
+        "profiler_blocks_per_sm": Arg("float", ("blocks per SM",)),
+        "profiler_warps_per_sm": Arg("float", ("warps per SM",)),
+        "profiler_est_achieved_occupancy_pct": Arg("float", ("est. achieved occupancy %",)),
+        "grid": Arg("xyz", ("grid",)),
+        "block": Arg("xyz", ("block",)),
+    },
+    "cuda_runtime": dict(_LAUNCHED),
+    "cuda_driver": dict(_LAUNCHED),
+    "cpu_op": {
+        **_EXTERNAL,
+        "sequence_number": _int("Sequence number"),
+        "fwd_thread_id": _int("Fwd thread id"),
+        # Kept as the original JSON text: the ops table stores them as JSON strings.
+        "input_dims": Arg("json", ("Input Dims",)),
+        "input_types": Arg("json", ("Input type",)),
+    },
+    "python_function": {"python_id": _int("Python id"), "python_parent_id": _int("Python parent id")},
+    "user_annotation": {},
+    "gpu_user_annotation": {"device_id": _int("device"), "stream_id": _int("stream"), **_EXTERNAL},
+    "gpu_memcpy": {**_ON_DEVICE, **_LAUNCHED, "bytes": _int("bytes")},
+    "gpu_memset": {**_ON_DEVICE, **_LAUNCHED, "bytes": _int("bytes")},
+}
+
+#: The groups, in a fixed order (a group's index is its code in the decoders).
+GROUPS: list[str] = list(COLUMNS)
+
+#: Top-level keys naming the versions of the tools that wrote the trace -> how ``trace_meta`` labels them.
+VERSION_KEYS: dict[str, str] = {
+    "cupti_version": "cupti",
+    "cuda_runtime_version": "cuda runtime",
+    "cuda_driver_version": "cuda driver",
+    "roctracer_version": "roctracer",
+    "hip_runtime_version": "hip runtime",
+    "hip_driver_version": "hip driver",
+}
+
+#: Kineto's memcpyKindString -> the CUPTI enum labels nsys exports (ENUM_CUDA_MEMCPY_OPER).
+MEMCPY_KINDS: dict[str, str] = {
+    "HtoD": "Host-to-Device",
+    "DtoH": "Device-to-Host",
+    "HtoA": "Host-to-Array",
+    "AtoH": "Array-to-Host",
+    "AtoA": "Array-to-Array",
+    "AtoD": "Array-to-Device",
+    "DtoA": "Device-to-Array",
+    "DtoD": "Device-to-Device",
+    "HtoH": "Host-to-Host",
+    "PtoP": "Peer-to-Peer",
+}

@@ -1,0 +1,101 @@
+"""Chrome traces of other profiler generations and vendors: the small-CNN sample rewritten the way PyTorch
+1.8-1.10 Kineto and ROCm builds write it must give the same tables; what is not modelled is counted.
+
+Expected values come from the sample itself (read with plain json), never from the code under test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.normalize import normalize_file
+from pipeline.normalize.chrome_decode import text_id
+from tests.conftest import SMALLCNN, q
+
+SAMPLE = SMALLCNN / "torch_trace.json.gz"
+#: PyTorch 1.8-1.10 Kineto's names for the modern categories (as in kineto's tb_plugin samples).
+LEGACY = {"kernel": "Kernel", "cuda_runtime": "Runtime", "cpu_op": "Operator", "gpu_memcpy": "Memcpy"}
+KERNELS = "SELECT kernel_id, name, start_ns, end_ns, correlation_id, external_id, pid, tid FROM kernels ORDER BY 1"
+OPS = "SELECT op_id, name, start_ns, end_ns, external_id, pid, tid, call_stack FROM ops ORDER BY 1"
+CALLS = "SELECT call_id, name, start_ns, correlation_id, external_id, pid, tid FROM api_calls ORDER BY 1"
+
+
+def events() -> dict:
+    return json.loads(gzip.decompress(SAMPLE.read_bytes()))
+
+
+def normalized(trace: dict, tmp_path: Path, name: str) -> tuple[Path, list[str]]:
+    path = tmp_path / name / "trace.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(trace, indent=1))
+    out = tmp_path / f"out-{name}"
+    return out, normalize_file(path, out).warnings
+
+
+@pytest.fixture(scope="module")
+def modern(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("modern")
+    normalize_file(SAMPLE, out)
+    return out
+
+
+def test_legacy_kineto_names_give_the_same_tables(modern: Path, tmp_path: Path) -> None:
+    trace = events()
+    for e in trace["traceEvents"]:
+        e["cat"] = LEGACY.get(e.get("cat"), e.get("cat"))
+        args = e.get("args", {})
+        if "External id" in args:
+            args["external id"] = args.pop("External id")  # lowercase key of 1.8-1.10
+        if isinstance(e.get("tid"), int) and e.get("cat") in ("Operator", "Runtime", "python_function"):
+            e["tid"] = str(e["tid"])  # 1.8-1.10 wrote CPU thread ids as text
+    assert sum(e.get("cat") == "Kernel" for e in trace["traceEvents"]) == 8
+    out, warnings = normalized(trace, tmp_path, "legacy")
+    assert warnings == []
+    for sql in (KERNELS, OPS, CALLS):
+        assert q(out, sql) == q(modern, sql)
+
+
+def test_text_thread_ids_stay_distinct_and_readable(tmp_path: Path) -> None:
+    trace = events()
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["tid"] = f"stream {e['args']['stream']}"
+    out, warnings = normalized(trace, tmp_path, "textual")
+    assert warnings == [f"thread/process ids given as text kept as stable numbers: 'stream 7' = {text_id('stream 7')}"]
+    assert q(out, "SELECT count(*) FROM kernels WHERE pid IS NULL OR tid IS NULL") == [(0,)]
+
+
+def test_unknown_categories_are_counted_by_name(modern: Path, tmp_path: Path) -> None:
+    trace = events()
+    base = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    extra = [{**base, "cat": "mtia_ccp_events"}, {**base, "cat": "mtia_ccp_events"}, {**base, "cat": "xpu_thing"}]
+    trace["traceEvents"] += extra
+    out, warnings = normalized(trace, tmp_path, "vendor")
+    assert warnings == ["events of categories not modelled, ignored: mtia_ccp_events 2, xpu_thing 1"]
+    assert q(out, KERNELS) == q(modern, KERNELS)
+
+
+def test_exact_duplicate_events_are_counted_once(modern: Path, tmp_path: Path) -> None:
+    trace = events()
+    twice = [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "cpu_op")][:5]
+    kinds = sorted({e["cat"] for e in twice})
+    trace["traceEvents"] += [json.loads(json.dumps(e)) for e in twice]
+    out, warnings = normalized(trace, tmp_path, "dup")
+    n = {c: sum(e["cat"] == c for e in twice) for c in kinds}
+    assert warnings == [
+        "exact duplicate events counted once: " + ", ".join(f"{c} {n[c]}" for c in sorted(kinds, key=lambda c: -n[c]))
+    ]
+    for sql in (KERNELS, OPS):
+        assert q(out, sql) == q(modern, sql)
+
+
+def test_rocm_versions_go_into_trace_meta(tmp_path: Path) -> None:
+    trace = events()
+    trace.update({"roctracer_version": 4.1, "hip_runtime_version": 60443483, "hip_driver_version": "6.4"})
+    out, _ = normalized(trace, tmp_path, "rocm")
+    (version,) = q(out, "SELECT source_version FROM trace_meta")[0]
+    assert "roctracer 4.1" in version and "hip runtime 60443483" in version and "hip driver 6.4" in version

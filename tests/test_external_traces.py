@@ -1,0 +1,188 @@
+"""Real traces written by other projects (``sample_traces/external/``, provenance in its README): each file
+normalizes and analyzes, and its numbers equal what plain code computes from the raw file here.
+
+The expected side never calls the pipeline: chrome traces are read with ``json`` (numbers as ``Decimal``,
+so every ns is exact) and nsys exports with ``sqlite3``.  Per-annotation counts follow the attribution rule
+written out in plain Python: a kernel belongs to the innermost range open on its launching CPU thread at
+the moment of the launching call (the first call with the kernel's correlation id, in the same process).
+Exact duplicate events (the same JSON object twice) count once.
+
+Suite time: the 54 MB HTA trace is tested in full too (about 10 s on 2 cores); each file is normalized and
+read once per module.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import sqlite3
+from collections import Counter, defaultdict
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+import pytest
+
+from pipeline.analyze import connect
+from pipeline.normalize import normalize_file
+from tests.conftest import SAMPLES, q
+
+EXTERNAL = SAMPLES / "external"
+CHROME = sorted(p.name for p in EXTERNAL.glob("*.json.gz"))
+NSYS = sorted(p.name for p in EXTERNAL.glob("*.sqlite.gz"))
+
+#: What each category name means, old and new Kineto, written out independently of the pipeline's table.
+KINDS = {
+    "kernel": {"kernel", "Kernel"},
+    "memcpy": {"gpu_memcpy", "Memcpy"},
+    "memset": {"gpu_memset", "Memset"},
+    "cpu_op": {"cpu_op", "Operator"},
+    "call": {"cuda_runtime", "cuda_driver", "Runtime"},
+    "annotation": {"user_annotation"},
+}
+
+
+def ns(us: Decimal | int) -> int:
+    return int((Decimal(us) * 1000).to_integral_value(ROUND_HALF_EVEN))
+
+
+def thread(value: object) -> object:
+    """A pid/tid as written: numeric text is the number."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def innermost(ranges: list[tuple[int, int, str]], starts: list[int], t: int) -> str | None:
+    """The innermost of properly nested ranges (sorted by start, then end descending) open at ``t``:
+    walking back from the last one started at or before ``t``, the first still open."""
+    i = bisect.bisect_right(starts, t) - 1
+    while i >= 0:
+        _, end, text = ranges[i]
+        if end >= t:
+            return text
+        i -= 1
+    return None
+
+
+def per_range(kernels: list[tuple], launches: dict, ranges: dict[object, list]) -> Counter:
+    """kernels: (launch key, ...); launches: key -> (thread, t); ranges: thread -> [(start, end, text)]."""
+    by_thread = {k: sorted(v, key=lambda r: (r[0], -r[1])) for k, v in ranges.items()}
+    starts = {k: [r[0] for r in v] for k, v in by_thread.items()}
+    out: Counter = Counter()
+    for key in kernels:
+        launch = launches.get(key)
+        text = None
+        if launch is not None and launch[0] in by_thread:
+            text = innermost(by_thread[launch[0]], starts[launch[0]], launch[1])
+        out[text] += 1
+    return out
+
+
+def chrome_expected(path: Path) -> dict:
+    events = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)["traceEvents"]
+    seen, by_kind = set(), defaultdict(list)
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        kind = next((k for k, cats in KINDS.items() if e.get("cat") in cats), None)
+        if kind is None:
+            continue
+        text = json.dumps(e, sort_keys=True, default=str)
+        if text not in seen:  # an exact duplicate counts once
+            seen.add(text)
+            by_kind[kind].append(e)
+
+    def corr(e: dict) -> object:
+        return e.get("args", {}).get("correlation")
+
+    launches: dict = {}
+    for c in sorted(by_kind["call"], key=lambda e: ns(e["ts"])):
+        if corr(c) is not None and corr(c) not in launches:
+            launches[corr(c)] = ((thread(c["pid"]), thread(c["tid"])), ns(c["ts"]))
+    ranges = defaultdict(list)
+    for a in by_kind["annotation"]:
+        ranges[(thread(a["pid"]), thread(a["tid"]))].append((ns(a["ts"]), ns(a["ts"]) + ns(a["dur"]), a["name"]))
+    kernels = by_kind["kernel"]
+    return {
+        "kernels": len(kernels),
+        "kernel_ns": sum(ns(k["dur"]) for k in kernels),
+        "memcpy": len(by_kind["memcpy"]),
+        "memset": len(by_kind["memset"]),
+        "ops": len(by_kind["cpu_op"]),
+        "per_layer": per_range([corr(k) for k in kernels], launches, ranges),
+    }
+
+
+def nsys_expected(path: Path, tmp: Path) -> dict:
+    plain = tmp / path.name.removesuffix(".gz")
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    db = sqlite3.connect(plain)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def count(table: str) -> int:
+        return db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] if table in tables else 0
+
+    kcols = {r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+    pid_of = "globalPid >> 24 & 16777215" if "globalPid" in kcols else "NULL"
+    kernels = db.execute(f'SELECT correlationId, {pid_of}, "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchall()
+    launches: dict = {}
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if table in tables:
+            for corr, gtid, start in db.execute(f"SELECT correlationId, globalTid, start FROM {table}"):
+                for key in ((corr, gtid >> 24 & 16777215), (corr, None)):  # by process, and by id alone
+                    if key not in launches or start < launches[key][1]:
+                        launches[key] = (gtid, start)
+    ranges = defaultdict(list)
+    if "NVTX_EVENTS" in tables:
+        strings = dict(db.execute("SELECT id, value FROM StringIds"))
+        ncols = {r[1] for r in db.execute("PRAGMA table_info(NVTX_EVENTS)")}
+        text_id = "textId" if "textId" in ncols else "NULL"
+        rows = db.execute(
+            f'SELECT globalTid, start, "end", text, {text_id} FROM NVTX_EVENTS '
+            'WHERE eventType IN (59, 70) AND "end" IS NOT NULL'
+        )
+        for gtid, start, end, text, tid in rows:
+            ranges[gtid].append((start, end, text if text is not None else strings.get(tid)))
+    copies = count("CUPTI_ACTIVITY_KIND_MEMCPY"), count("CUPTI_ACTIVITY_KIND_MEMSET")
+    db.close()
+    return {
+        "kernels": len(kernels),
+        "kernel_ns": sum(d for _, _, d in kernels),
+        "memcpy": copies[0],
+        "memset": copies[1],
+        "ops": 0,
+        "per_layer": per_range([(c, p) for c, p, _ in kernels], launches, ranges),
+    }
+
+
+def normalized(path: Path, tmp: Path) -> dict:
+    out = tmp / "out"
+    normalize_file(path, out)
+    con = connect(out)
+    return {
+        "kernels": q(out, "SELECT count(*) FROM kernels")[0][0],
+        "kernel_ns": q(out, "SELECT coalesce(sum(duration_ns), 0) FROM kernels")[0][0],
+        "memcpy": q(out, "SELECT count(*) FROM memcpy")[0][0] if (out / "memcpy").exists() else 0,
+        "memset": q(out, "SELECT count(*) FROM memset")[0][0] if (out / "memset").exists() else 0,
+        "ops": q(out, "SELECT count(*) FROM ops")[0][0] if (out / "ops").exists() else 0,
+        "per_layer": Counter(dict(con.sql("SELECT layer, count(*) FROM kernel_layers GROUP BY layer").fetchall())),
+    }
+
+
+@pytest.mark.parametrize("name", CHROME)
+def test_chrome_trace_numbers(name: str, tmp_path: Path) -> None:
+    want = chrome_expected(EXTERNAL / name)
+    assert want["kernels"] > 0
+    assert normalized(EXTERNAL / name, tmp_path) == want
+
+
+@pytest.mark.parametrize("name", NSYS)
+def test_nsys_export_numbers(name: str, tmp_path: Path) -> None:
+    want = nsys_expected(EXTERNAL / name, tmp_path)
+    assert want["kernels"] > 0
+    assert normalized(EXTERNAL / name, tmp_path) == want
+
+
+def test_every_file_is_tested() -> None:
+    assert len(CHROME) == 5 and len(NSYS) == 2
