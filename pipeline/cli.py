@@ -117,8 +117,10 @@ def normalize(
     INPUTS are files or folders (scanned recursively). The format is read from
     each file's content; .gz is undone on the fly. Every input is committed
     atomically: a bad file is reported, leaves its earlier output untouched,
-    and the run goes on with the next one. Inputs older than their output are
-    skipped unless --force (make-style incremental runs).
+    and the run goes on with the next one; a killed run leaves each trace old
+    or new, never a mix (docs/reliability.md). An input whose trace was made
+    from the same content is skipped unless --force; another file under an
+    existing trace id is refused unless --force (or give it --trace-id).
 
     \b
     Examples:
