@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psutil
+try:
+    import psutil
+except ImportError:  # a bare host (the GPU machine's Python): the same sums read from /proc
+    psutil = None
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +53,7 @@ class Measurement:
         return f"wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s  peak RSS (tree) {rss:7.0f} MB"
 
 
-def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process]) -> int:
+def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process]) -> int:  # type: ignore[name-defined]
     """Sum of RSS over ``root`` and its descendants now (processes that vanish mid-walk count 0)."""
     try:
         procs = [root, *root.children(recursive=True)]
@@ -64,10 +67,28 @@ def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process]) -> int:
     return total
 
 
+def _proc_tree_rss(root: int) -> int:
+    """``_tree_rss`` without psutil: parent links from /proc/<pid>/stat, RSS pages from /proc/<pid>/statm."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d.name))
+    total, todo, page = 0, [root], os.sysconf("SC_PAGE_SIZE")
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+    return total
+
+
 class _Sampler(threading.Thread):
     def __init__(self, pid: int, interval: float) -> None:
         super().__init__(daemon=True)
-        self.root = psutil.Process(pid)
+        self.pid = pid
+        self.root = psutil.Process(pid) if psutil is not None else None
         self.interval = interval
         self.peak = 0
         self.stop = threading.Event()
@@ -75,7 +96,8 @@ class _Sampler(threading.Thread):
     def run(self) -> None:
         known: dict[int, psutil.Process] = {}
         while not self.stop.is_set():
-            self.peak = max(self.peak, _tree_rss(self.root, known))
+            now = _tree_rss(self.root, known) if self.root is not None else _proc_tree_rss(self.pid)
+            self.peak = max(self.peak, now)
             self.stop.wait(self.interval)
 
 

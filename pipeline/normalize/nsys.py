@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import adbc_driver_sqlite as adbc_sqlite
 import adbc_driver_sqlite.dbapi as adbc
 import pyarrow as pa
 
@@ -29,6 +30,8 @@ from pipeline.normalize.source import SQLITE_MAGIC, local_file
 from pipeline.store import TraceWriter
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+#: Rows per Arrow batch read from sqlite, and so per Parquet row group written.
+BATCH_ROWS = 65536
 LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 # NVTX event types (ENUM_NSYS_EVENT_TYPE): 59/70 push-pop, 60/71 start-end, 34 mark, 75 domain create.
 PUSH_POP, START_END, MARK, DOMAIN_CREATE = (59, 70), (60, 71), 34, 75
@@ -81,6 +84,10 @@ class Sqlite:
     def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
         cur = self.conn.cursor()
         try:
+            # ADBC's default of 1024 rows per batch made as many Parquet row groups, each conformed and
+            # compressed on its own (and read back one by one): with 64k rows, normalizing the 231k-kernel
+            # H200 training trace took 2.9-4.3 instead of 4.2-4.9 CPU-s on this 2-core machine.
+            cur.adbc_statement.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(BATCH_ROWS)})
             cur.execute(sql)
             yield from cur.fetch_record_batch()
         except adbc.Error as e:
