@@ -7,7 +7,7 @@ NORM    := $(BUILD)/normalized
 ANALYSIS:= $(BUILD)/analysis
 REPORT  ?= report
 
-.PHONY: install normalize analyze report demo test lint bench clean
+.PHONY: install normalize analyze report demo test lint bench mutants clean
 
 # The pipeline itself (normalize/analyze/report/sql) needs no torch.
 .venv/.installed: pyproject.toml
@@ -39,6 +39,11 @@ demo: report
 
 test: .venv/.installed-test
 	$(PY) -m pytest
+
+# Break each rule once on purpose (scripts/mutants.py, docs/testing.md); fails on a surviving mutant.
+# Slow (minutes): kept out of `make test`.  RECORD=1 rewrites benchmarks/results/mutants.txt.
+mutants: .venv/.installed-test
+	$(PY) scripts/mutants.py $(if $(RECORD),--record)
 
 lint: install
 	.venv/bin/ruff check pipeline tests benchmarks

@@ -4,8 +4,11 @@ whole process tree, and the command + commit that a results file must name.
 Run each side as its own command (``measure([...])``) so its numbers are its own:
 
 * ``wall_s``: ``time.perf_counter`` around the process, start to exit.
-* ``cpu_s``: user + system CPU of the process and of every descendant it waited for (``os.wait4``'s rusage,
-  which the kernel accumulates up the tree as children are reaped: forked workers, pools, subprocesses).
+* ``cpu_s``: user + system CPU of the process tree: the larger of two lower bounds, ``os.wait4``'s rusage (the
+  process and every descendant reaped inside the tree: forked workers, pools, subprocesses) and the sum over
+  every process the sampler saw of its last-seen CPU (catches descendants nobody in the tree reaps, such as
+  the workers of a multiprocessing forkserver, which is itself left to init; misses at most ``interval``
+  per process).
 * ``peak_rss_bytes``: the largest sum of RSS over the process and all its live descendants, sampled every
   ``interval`` s with psutil; never below the largest single process's own peak (``ru_maxrss``), which catches
   a spike between two samples.  A sum of RSS counts pages shared between processes (fork's copy-on-write
@@ -42,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class Measurement:
     wall_s: float
-    cpu_s: float  # user + system, the process and its reaped descendants
+    cpu_s: float  # user + system of the process tree, see the module docstring
     peak_rss_bytes: int  # process tree, see the module docstring
     max_single_rss_bytes: int  # the largest one process's own peak (ru_maxrss)
     returncode: int
@@ -53,8 +56,9 @@ class Measurement:
         return f"wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s  peak RSS (tree) {rss:7.0f} MB"
 
 
-def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process]) -> int:  # type: ignore[name-defined]
-    """Sum of RSS over ``root`` and its descendants now (processes that vanish mid-walk count 0)."""
+def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process], cpu: dict[int, float]) -> int:  # type: ignore[name-defined]
+    """Sum of RSS over ``root`` and its descendants now (processes that vanish mid-walk count 0); each one's
+    CPU so far goes into ``cpu`` (pid -> seconds)."""
     try:
         procs = [root, *root.children(recursive=True)]
     except psutil.Error:
@@ -62,8 +66,10 @@ def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process]) -> int:  #
     total = 0
     for p in procs:
         p = known.setdefault(p.pid, p)  # keep one Process per pid: psutil caches what it can per object
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error), p.oneshot():
             total += p.memory_info().rss
+            t = p.cpu_times()
+            cpu[p.pid] = t.user + t.system
     return total
 
 
@@ -91,12 +97,13 @@ class _Sampler(threading.Thread):
         self.root = psutil.Process(pid) if psutil is not None else None
         self.interval = interval
         self.peak = 0
+        self.cpu: dict[int, float] = {}  # psutil only: the /proc fallback leaves it empty (wait4 alone)
         self.stop = threading.Event()
 
     def run(self) -> None:
         known: dict[int, psutil.Process] = {}
         while not self.stop.is_set():
-            now = _tree_rss(self.root, known) if self.root is not None else _proc_tree_rss(self.pid)
+            now = _tree_rss(self.root, known, self.cpu) if self.root is not None else _proc_tree_rss(self.pid)
             self.peak = max(self.peak, now)
             self.stop.wait(self.interval)
 
@@ -124,7 +131,7 @@ def measure(
     single = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     return Measurement(
         wall_s=wall,
-        cpu_s=usage.ru_utime + usage.ru_stime,
+        cpu_s=max(usage.ru_utime + usage.ru_stime, sum(sampler.cpu.values())),
         peak_rss_bytes=max(sampler.peak, single),
         max_single_rss_bytes=single,
         returncode=proc.returncode,

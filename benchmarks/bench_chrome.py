@@ -2,8 +2,9 @@
 
 The synthetic trace replicates the real H200 small-CNN trace's events (shifted in time, with jittered gaps,
 renumbered correlation / External / Python ids so links stay one-to-one) up to ``--mb`` megabytes, and is
-written to a temp dir, never into the repo.  Each side runs in its own subprocess so its peak RSS
-(``ru_maxrss``) is its own.
+written to a temp dir, never into the repo.  Each side runs in its own subprocess: wall and CPU time (its decode
+workers' CPU included) of its timed section, and the peak RSS of its whole process tree sampled from outside
+(``benchmarks/_measure.py``).  Both sides' kernels are compared one by one (correlation id, start, duration).
 
     PYTHONPATH=. python benchmarks/bench_chrome.py --mb 500 --repeat 3
 """
@@ -12,16 +13,19 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import random
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._measure import measure, median, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "h200_smallcnn" / "torch_trace.json.gz"
@@ -81,8 +85,20 @@ def generate(dest: Path, mb: float, seed: int = 0) -> int:
     return n
 
 
+def _kernel_digest(rows: list[tuple[int, int, int]]) -> dict:
+    """Per-kernel fingerprint: (correlation id, start ns, duration ns) of every kernel, sorted and hashed, so
+    the two sides are compared kernel by kernel, not by a count."""
+    h = hashlib.sha256()
+    for row in sorted(rows):
+        h.update(b"%d,%d,%d;" % row)
+    return {"kernels": len(rows), "kernel_sha256": h.hexdigest()}
+
+
 def _child(mode: str, path: str) -> None:
+    """One side, in its own process.  Wall and CPU are of the timed section (the work, not the interpreter
+    start or the per-kernel check after it); CPU includes the decode workers it forked and reaped."""
     t = time.perf_counter()
+    check: dict = {}
     if mode == "baseline":
         import pandas as pd
 
@@ -102,30 +118,32 @@ def _child(mode: str, path: str) -> None:
     else:
         from pipeline.normalize import normalize_file
 
-        with tempfile.TemporaryDirectory(prefix="bench-chrome-") as out:
-            res = normalize_file(Path(path), Path(out))
-            rows = sum(res.rows.values())
+        out = tempfile.TemporaryDirectory(prefix="bench-chrome-")
+        res = normalize_file(Path(path), Path(out.name))
+        rows = sum(res.rows.values())
     secs = time.perf_counter() - t
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    # ours forks decode workers: their CPU counts too, and the largest one's peak RSS is shown apart (it
-    # includes the pages of the memory-mapped input it read, which are shared page cache, not extra memory).
     cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    print(
-        json.dumps(
-            {"secs": secs, "rss": me.ru_maxrss * 1024, "worker_rss": kids.ru_maxrss * 1024, "cpu": cpu, "rows": rows}
+    if mode == "baseline":
+        k = df[df["cat"] == "kernel"]
+        check = _kernel_digest(
+            [(a["correlation"], _ns(ts), _ns(d)) for a, ts, d in zip(k["args"], k["ts"], k["dur"], strict=True)]
         )
-    )
+    elif mode == "ours":
+        import pyarrow.dataset as pads
+
+        table = pads.dataset(Path(out.name) / "kernels", format="parquet").to_table(
+            columns=["correlation_id", "start_ns", "duration_ns"]
+        )
+        check = _kernel_digest(list(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)))
+        out.cleanup()
+    print(json.dumps({"secs": secs, "cpu": cpu, "rows": rows, **check}))
 
 
 def run(mode: str, path: Path) -> dict:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", mode, str(path)], capture_output=True, text=True, check=True
-    )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
+    """The side's own timed figures plus the peak RSS of its whole process tree (benchmarks/_measure.py)."""
+    m = measure([sys.executable, __file__, "--child", mode, str(path)])
+    return {**json.loads(m.stdout.strip().splitlines()[-1]), "rss": m.peak_rss_bytes}
 
 
 def main() -> None:
@@ -140,6 +158,7 @@ def main() -> None:
     if args.child:
         _child(*args.child)
         return
+    print(provenance())
     with tempfile.TemporaryDirectory(prefix="bench-chrome-") as tmp:
         path = args.keep or Path(tmp) / "trace.json"
         t = time.perf_counter()
@@ -153,21 +172,38 @@ def main() -> None:
             for mode, name in sides:
                 r = run(mode, path)
                 runs[mode].append(r)
-                workers = f", largest worker {r['worker_rss'] / 1e6:.0f} MB" if r["worker_rss"] else ""
                 print(
-                    f"run {i + 1} {name:22s} {r['secs']:7.2f} s  {size / 1e6 / r['secs']:7.1f} MB/s  "
-                    f"CPU {r['cpu']:6.2f} s  peak RSS {r['rss'] / 1e6:7.0f} MB ({r['rss'] / size:.2f}x file{workers})"
+                    f"run {i + 1} {name:22s} wall {r['secs']:7.2f} s  {size / 1e6 / r['secs']:7.1f} MB/s  "
+                    f"CPU {r['cpu']:6.2f} s  peak RSS (process tree) {r['rss'] / 1e6:6.0f} MB "
+                    f"({r['rss'] / size:.2f}x file)",
+                    flush=True,
                 )
-        ours, decode, base = ([r["secs"] for r in runs[m]] for m, _ in sides)
-        rss = max(r["rss"] for r in runs["ours"])
+                if mode == "ours":
+                    # Every run, against the baseline's first: the same kernels, kernel by kernel.
+                    ref = runs["baseline"][0] if runs["baseline"] else None
+                    assert ref is None or (r["kernels"], r["kernel_sha256"]) == (ref["kernels"], ref["kernel_sha256"])
+        base_k = {(r["kernels"], r["kernel_sha256"]) for r in runs["baseline"]}
+        ours_k = {(r["kernels"], r["kernel_sha256"]) for r in runs["ours"]}
+        assert len(base_k) == 1 and ours_k == base_k, (ours_k, base_k)
         print(
-            f"median: ours {_median(ours):.2f} s, baseline {_median(base):.2f} s; "
-            f"speedup: {_median(base) / _median(ours):.1f}x (best runs: {min(base) / min(ours):.1f}x); "
-            f"ours peak RSS {rss / size:.2f}x the file, {rss / max(r['rss'] for r in runs['baseline']):.2f}x baseline's"
+            f"per-kernel check: every run of both sides gave the same {runs['ours'][0]['kernels']:,} kernels "
+            f"(correlation id, start ns, duration ns; sha256 {runs['ours'][0]['kernel_sha256'][:16]})"
+        )
+
+        def med(mode: str, key: str) -> float:
+            return median([r[key] for r in runs[mode]])
+
+        rss = {m: max(r["rss"] for r in runs[m]) for m in runs}
+        print(
+            f"median wall: ours {med('ours', 'secs'):.2f} s, baseline {med('baseline', 'secs'):.2f} s -> "
+            f"{med('baseline', 'secs') / med('ours', 'secs'):.1f}x; median CPU: ours {med('ours', 'cpu'):.2f} s, "
+            f"baseline {med('baseline', 'cpu'):.2f} s -> {med('baseline', 'cpu') / med('ours', 'cpu'):.1f}x; "
+            f"peak RSS (process tree): ours {rss['ours'] / size:.2f}x the file, baseline {rss['baseline'] / size:.2f}x"
         )
         print(
-            f"decode stage alone (the baseline's scope: JSON -> tables in memory): median {_median(decode):.2f} s, "
-            f"{_median(base) / _median(decode):.1f}x the baseline"
+            f"decode stage alone (the baseline's scope: JSON -> tables in memory): median wall "
+            f"{med('decode', 'secs'):.2f} s ({med('baseline', 'secs') / med('decode', 'secs'):.1f}x), CPU "
+            f"{med('decode', 'cpu'):.2f} s ({med('baseline', 'cpu') / med('decode', 'cpu'):.1f}x)"
         )
 
 

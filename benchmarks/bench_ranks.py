@@ -4,8 +4,10 @@ Each rank's input is a real-format nsys ``.sqlite``: a copy of the real H200 sam
 window (the 33 kernels, their 33 launch calls and the 25 NVTX ranges around them) repeated with SQL until the
 file holds ``--kernels`` kernels, so ``normalize`` does its real work (joins, nesting, Parquet). One file is
 generated per size and copied to ``rank<r>/nsys.sqlite`` for every rank. For each rank count and executor the
-batch runs in a fresh subprocess, and a sampler reads the RSS of that process's whole tree (pool workers,
-forkserver, Dask nanny and workers) every 50 ms; each worker also reports its own ``ru_maxrss``.
+batch runs in a fresh subprocess measured by ``benchmarks/_measure.py``: wall, CPU of its whole process tree
+(pool workers, forkserver, Dask nanny and workers), and the sampled peak RSS of that tree; each worker also
+reports its own ``ru_maxrss``.  Every rank's normalized kernels are checked against its input, kernel by
+kernel; wall and CPU ratios against the serial run are printed side by side.
 
     python benchmarks/bench_ranks.py                                   # 8..64 ranks x 1M kernels (the target)
     python benchmarks/bench_ranks.py --ranks 8,16 --kernels 100000     # quick
@@ -19,18 +21,19 @@ import gzip
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+import duckdb
 import psutil
+import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "h200_smallcnn" / "nsys.sqlite.gz"
 sys.path.insert(0, str(ROOT))
+from benchmarks._measure import measure, provenance  # noqa: E402
 
 MODES = ("serial", "pool", "dask")
 
@@ -81,48 +84,31 @@ def generate_rank_sqlite(dest: Path, kernels: int) -> int:
     return total
 
 
-class TreeSampler:
-    """Peak RSS of a process and all its descendants: the largest single process and the largest sum."""
+def expected_kernels(template: Path) -> tuple[int, int]:
+    """Count and order-free fingerprint (DuckDB's hash, summed) of every kernel of one rank's input, read
+    with sqlite3: (correlation id, start ns, end ns).  Each rank's output must give exactly these."""
+    rows = sqlite3.connect(template).execute('SELECT correlationId, start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    table = pa.Table.from_pylist([{"c": c, "s": st, "e": e} for c, st, e in rows])
+    con = duckdb.connect()
+    con.register("expected", table)
+    n, h = con.execute("SELECT count(*), sum(hash(c, s, e)::HUGEINT) FROM expected").fetchone()
+    return n, int(h)
 
-    def __init__(self, pid: int, every_s: float = 0.05) -> None:
-        self.root = psutil.Process(pid)
-        self.every_s = every_s
-        self.peak_total = self.peak_one = 0
-        self.cpu: dict[int, float] = {}  # pid -> CPU seconds last seen (short-lived workers lose <= every_s)
-        self._machine0 = psutil.cpu_times()
-        self._t0 = time.perf_counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                break
-            for p in procs:
-                try:
-                    rss = p.memory_info().rss
-                    t = p.cpu_times()
-                except psutil.Error:
-                    continue
-                self.cpu[p.pid] = t.user + t.system
-                total += rss
-                self.peak_one = max(self.peak_one, rss)
-            self.peak_total = max(self.peak_total, total)
-            self._stop.wait(self.every_s)
+def check_kernels(out: Path, files: int, expected: tuple[int, int]) -> None:
+    """Every rank's normalized kernels equal its input's, kernel by kernel (not only their number)."""
+    from pipeline.store import table_glob
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        wall = time.perf_counter() - self._t0
-        m0, m1 = self._machine0, psutil.cpu_times()
-        busy = lambda t: sum(t) - t.idle - getattr(t, "iowait", 0.0)  # noqa: E731
-        self.tree_cpu_s = sum(self.cpu.values())
-        # Cores busy with other people's work meanwhile (this is a shared machine): context for the timings.
-        self.others_cores = max(0.0, (busy(m1) - busy(m0)) - self.tree_cpu_s) / wall
+    got = (
+        duckdb.connect()
+        .execute(
+            f"SELECT trace_id, count(*), sum(hash(correlation_id, start_ns, end_ns)::HUGEINT) "
+            f"FROM read_parquet('{table_glob(out, 'kernels')}') GROUP BY trace_id"
+        )
+        .fetchall()
+    )
+    bad = [(t, n, int(h)) for t, n, h in got if (n, int(h)) != expected]
+    assert len(got) == files and not bad, f"kernels differ from the input: {bad[:3]} (of {len(got)} traces)"
 
 
 def child(inputs: str, out: str, mode: str, jobs: int) -> None:
@@ -166,21 +152,25 @@ def child(inputs: str, out: str, mode: str, jobs: int) -> None:
     )
 
 
-def measure(inputs: Path, out: Path, mode: str, jobs: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", str(inputs), str(out), mode, str(jobs)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sampler = TreeSampler(proc.pid)
-    stdout, stderr = proc.communicate()
-    sampler.stop()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{mode} run failed:\n{stderr[-3000:]}")
-    r = json.loads(stdout.strip().splitlines()[-1])
+def busy_cores() -> float:
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+
+
+def run_batch(inputs: Path, out: Path, mode: str, jobs: int, expected: tuple[int, int]) -> dict:
+    """One batch in a fresh process, measured by benchmarks/_measure.py (wall, CPU of the whole tree, peak
+    RSS of the whole tree), then its output checked kernel by kernel."""
+    busy0 = busy_cores()
+    m = measure([sys.executable, __file__, "--child", str(inputs), str(out), mode, str(jobs)])
+    r = json.loads(m.stdout.strip().splitlines()[-1])
+    check_kernels(out, r["files"], expected)
     r.update(
         mode=mode,
-        tree_peak_rss=sampler.peak_total,
-        one_peak_rss=sampler.peak_one,
-        cpu_s=sampler.tree_cpu_s,
-        others_cores=sampler.others_cores,
+        tree_peak_rss=m.peak_rss_bytes,
+        one_peak_rss=m.max_single_rss_bytes,
+        cpu_s=m.cpu_s,
+        # Cores busy with other people's work meanwhile (this is a shared machine): context for the timings.
+        others_cores=max(0.0, busy_cores() - busy0 - m.cpu_s) / m.wall_s,
     )
     shutil.rmtree(out, ignore_errors=True)
     return r
@@ -201,11 +191,13 @@ def main() -> None:
     ranks = sorted(int(x) for x in args.ranks.split(","))
     modes = args.modes.split(",")
     gb = 1 << 30
+    print(provenance())
     with tempfile.TemporaryDirectory(prefix="bench-ranks-", dir=args.tmp) as tmp:
         root = Path(tmp)
         t0 = time.perf_counter()
         template = root / "template.sqlite"
         kernels = generate_rank_sqlite(template, int(args.kernels))
+        expected = expected_kernels(template)
         size = template.stat().st_size
         print(
             f"generated one rank: {kernels:,} kernels, {size / 2**20:.0f} MiB sqlite in "
@@ -224,7 +216,7 @@ def main() -> None:
                 (inputs / f"rank{r}").mkdir(parents=True)
                 shutil.copy(template, inputs / f"rank{r}" / "nsys.sqlite")
             for mode in modes:
-                m = measure(inputs, root / "out", mode, args.jobs)
+                m = run_batch(inputs, root / "out", mode, args.jobs, expected)
                 m["ranks"] = n
                 results.append(m)
                 print(
@@ -235,14 +227,29 @@ def main() -> None:
                     flush=True,
                 )
             shutil.rmtree(inputs)
+    print(
+        "\nagainst serial, per rank count: wall ratio (serial / mode: > 1 faster) and CPU ratio (mode / serial: "
+        "> 1 costs more CPU)"
+    )
+    for n in ranks:
+        by = {r["mode"]: r for r in results if r["ranks"] == n}
+        if "serial" in by:
+            cells = [
+                f"{mode} wall {by['serial']['seconds'] / by[mode]['seconds']:.2f}x, "
+                f"CPU {by[mode]['cpu_s'] / by['serial']['cpu_s']:.2f}x"
+                for mode in modes
+                if mode != "serial"
+            ]
+            print(f"  {n:>3} ranks: " + "; ".join(cells))
+    print(f"per-kernel check: every rank's {expected[0]:,} kernels equal its input's (correlation id, start, end)")
     print("\ntime per file by mode (s), by rank count:")
     for mode in modes:
         row = {r["ranks"]: r["seconds"] / r["files"] for r in results if r["mode"] == mode}
         print(f"  {mode:<7}" + "  ".join(f"{n}: {row[n]:.2f}" for n in ranks))
     print(
-        "worker GB: largest ru_maxrss a worker reported (pool: one process per input); 1 proc GB / tree GB: "
-        "sampled peak of the largest process / of the sum over the batch's process tree (shared pages counted "
-        "in each process); CPU s: CPU time of the tree; others: cores other users' processes kept busy meanwhile"
+        "worker GB: largest ru_maxrss a worker reported (pool: one process per input); 1 proc GB: the largest "
+        "process's own peak; tree GB: sampled peak of the sum over the batch's process tree (shared pages counted "
+        "in each process); CPU s: CPU of the whole tree (wait4); others: cores other users' processes kept busy"
     )
 
 

@@ -6,7 +6,6 @@ nsys capture of the same model, or are literal numbers read off the file by hand
 
 from __future__ import annotations
 
-import copy
 import gzip
 import hashlib
 import importlib.util
@@ -407,8 +406,14 @@ def test_events_missing_ts_are_counted(tmp_path: Path) -> None:
 
 
 def test_copy_of_sample_is_untouched() -> None:
-    # with_annotations() and friends mutate decoded copies, never the committed sample.
-    assert copy.deepcopy(raw_trace())["traceEvents"][0]["name"] == "aten::conv2d"
+    # with_annotations() and friends mutate what raw_trace() returns: that must be a fresh decode each time
+    # (a cached dict would carry one test's edits into the next), and the committed file keeps its bytes.
+    before = hashlib.sha256(SAMPLE.read_bytes()).digest()
+    edited = with_annotations()
+    fresh = raw_trace(float)
+    assert len(edited["traceEvents"]) == len(fresh["traceEvents"]) + 4
+    assert not any(e.get("cat") == "user_annotation" for e in fresh["traceEvents"])
+    assert hashlib.sha256(SAMPLE.read_bytes()).digest() == before
 
 
 def test_wrongly_typed_arg_names_the_event(tmp_path: Path) -> None:

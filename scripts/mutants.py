@@ -1,0 +1,251 @@
+"""`make mutants`: break each rule once on purpose and check that a test notices.
+
+Each mutant is (file, original snippet, mutated snippet, the rule it breaks, the tests that guard the rule).
+The tree is copied once into a temp dir (git's tracked and untracked-not-ignored files); for each mutant the
+snippet is replaced there, the guarding tests run (pytest -x), and the file is restored.  A mutant whose tests
+all pass *survived*: the rule is unguarded, and the run fails.  An original snippet that is not found exactly
+once is *stale* (the code moved on): the run fails too, so the list keeps pace with the code.  Before any
+mutant, the guarding tests run once on the unmutated copy and must pass, or a kill would mean nothing.
+
+    python scripts/mutants.py                # all
+    python scripts/mutants.py --only waves   # mutants whose name contains 'waves'
+    python scripts/mutants.py --list
+
+The last result is recorded in benchmarks/results/mutants.txt (``--record``); docs/testing.md explains the set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "mutants.txt"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    original: str
+    mutated: str
+    rule: str
+    tests: tuple[str, ...]
+
+
+ATTR = "tests/test_attribution_rules.py"
+SM = "tests/test_sm_load.py"
+REGS = "tests/test_regsplit.py"
+OCC = "tests/test_occupancy_rules.py"
+
+MUTANTS: list[Mutant] = [
+    # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
+    Mutant(
+        "equal_start_outer_wins",
+        "sql/kernel_layers.sql",
+        "arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns",
+        "arg_min(range_id, depth) AS range_id, arg_min(end_ns, depth) AS end_ns",
+        "among ranges starting at the same instant, the inner (deeper) one is the innermost",
+        (ATTR,),
+    ),
+    Mutant(
+        "latest_call_is_launch",
+        "sql/kernel_layers.sql",
+        "arg_min(call_id, start_ns) AS call_id, min(start_ns) AS start_ns, arg_min(tid, start_ns) AS tid",
+        "arg_max(call_id, start_ns) AS call_id, max(start_ns) AS start_ns, arg_max(tid, start_ns) AS tid",
+        "of several API calls sharing a correlation id, the earliest is the launch",
+        (ATTR,),
+    ),
+    Mutant(
+        "outermost_start_end_wins",
+        "sql/kernel_layers.sql",
+        "arg_max(r.range_id, r.start_ns)",
+        "arg_min(r.range_id, r.start_ns)",
+        "of overlapping start/end ranges enclosing a launch, the latest-started (innermost) wins",
+        (ATTR,),
+    ),
+    Mutant(
+        "waves_off_by_one",
+        "sql/kernel_waves.sql",
+        "(blocks + slots - 1) // nullif(slots, 0) AS waves",
+        "blocks // nullif(slots, 0) + 1 AS waves",
+        "waves = ceil(blocks / slots): an exact multiple of the resident slots is that many waves, not one more",
+        (OCC, REGS),
+    ),
+    Mutant(
+        "register_file_not_split",
+        "sql/kernel_occupancy.sql",
+        "ELSE ((max_registers_per_sm // sub_partitions_per_sm) // regs_per_warp_allocated)\n"
+        "                     * sub_partitions_per_sm // warps_per_block END AS limit_registers",
+        "ELSE (max_registers_per_sm // regs_per_warp_allocated) // warps_per_block END AS limit_registers",
+        "the register file is split over the SM's sub-partitions: warps per sub-partition are whole",
+        (REGS,),
+    ),
+    # --- more rules ----------------------------------------------------------------------------------------
+    Mutant(
+        "launch_on_range_end_is_outside",
+        "sql/kernel_layers.sql",
+        "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t",
+        "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns > t",
+        "a launch exactly at a range's end is inside it (closed interval, as nsys)",
+        (ATTR,),
+    ),
+    Mutant(
+        "partial_warp_rounds_down",
+        "sql/kernel_geometry.sql",
+        "(k.block_x::BIGINT * k.block_y * k.block_z + coalesce(d.warp_size, 32) - 1) // coalesce(d.warp_size, 32)\n"
+        "           AS warps_per_block",
+        "(k.block_x::BIGINT * k.block_y * k.block_z) // coalesce(d.warp_size, 32)\n           AS warps_per_block",
+        "a partial warp occupies a whole warp slot: warps per block round up",
+        (OCC, SM),
+    ),
+    Mutant(
+        "arch_table_beats_trace",
+        "sql/device_limits.sql",
+        "coalesce(sm_count, ref_sm_count) AS sm_count",
+        "coalesce(ref_sm_count, sm_count) AS sm_count",
+        "a value the trace recorded wins over the architecture table",
+        (SM,),
+    ),
+    Mutant(
+        "no_shared_mem_reserve",
+        "sql/kernel_occupancy.sql",
+        "coalesce(g.dynamic_smem_bytes, 0) + d.reserved_shared_mem_per_block_bytes",
+        "coalesce(g.dynamic_smem_bytes, 0) + 0",
+        "each block's shared memory includes the driver's per-block reserve",
+        (SM,),
+    ),
+    Mutant(
+        "share_of_all_traces",
+        "sql/layer_summary.sql",
+        "sum(p.gpu_time_ns) OVER (PARTITION BY p.trace_id) AS share_pct",
+        "sum(p.gpu_time_ns) OVER () AS share_pct",
+        "a layer's share is of its own trace's kernel time",
+        ("tests/test_attribution.py", "tests/test_ranks.py"),
+    ),
+    Mutant(
+        "conv_macs_ignore_groups",
+        "pipeline/capture/macs.py",
+        "return batch * c_out * math.prod(out_spatial) * (c_in // groups) * math.prod(kernel)",
+        "return batch * c_out * math.prod(out_spatial) * c_in * math.prod(kernel)",
+        "a grouped convolution's MACs divide C_in by groups",
+        ("tests/test_capture_samples.py", "tests/test_capture.py"),
+    ),
+    Mutant(
+        "linear_macs_drop_batch",
+        "pipeline/capture/macs.py",
+        "return math.prod(input_shape[:-1]) * in_features * out_features",
+        "return input_shape[0] * in_features * out_features",
+        "a linear layer's MACs count every leading dimension (batch and sequence)",
+        ("tests/test_capture_samples.py", "tests/test_capture.py"),
+    ),
+    Mutant(
+        "ncu_binary_prefixes",
+        "pipeline/normalize/ncu.py",
+        '_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}',
+        '_PREFIX = {"": 1.0, "K": 1024.0, "M": 1024.0**2, "G": 1024.0**3, "T": 1024.0**4, "P": 1024.0**5}',
+        "ncu's auto-scaled units use decimal SI prefixes (32.768 Kbyte = 32,768 byte)",
+        ("tests/test_ncu.py",),
+    ),
+]
+
+
+def tree_files() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return [p for p in out.decode().split("\0") if p and (ROOT / p).is_file()]
+
+
+def copy_tree(dest: Path) -> None:
+    for rel in tree_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+
+
+def pytest(tree: Path, tests: tuple[str, ...]) -> tuple[bool, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider", *tests],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+    summary = (failed or lines or [proc.stderr.strip()])[-1 if not failed else 0]
+    return proc.returncode == 0, summary[:160]
+
+
+def run(mutants: list[Mutant]) -> tuple[list[str], bool]:
+    lines: list[str] = []
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        for m in mutants:
+            count = (tree / m.file).read_text().count(m.original)
+            if count != 1:
+                lines.append(f"STALE     {m.name}: original snippet found {count} times in {m.file}")
+                ok = False
+        if not ok:
+            return lines, ok
+        guards = tuple(sorted({t for m in mutants for t in m.tests}))
+        passed, summary = pytest(tree, guards)
+        if not passed:
+            return [f"BASELINE FAILS (unmutated tree): {summary}"], False
+        for m in mutants:
+            path = tree / m.file
+            original = path.read_text()
+            path.write_text(original.replace(m.original, m.mutated))
+            t = time.perf_counter()
+            try:
+                survived, summary = pytest(tree, m.tests)
+            finally:
+                path.write_text(original)
+            verdict = "SURVIVED" if survived else "killed"
+            ok &= not survived
+            line = f"{verdict:9s} {m.name:32s} {m.file:28s} ({time.perf_counter() - t:5.1f} s) {summary}"
+            lines.append(line)
+            print(line, flush=True)
+    return lines, ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="run the mutants whose name contains this")
+    ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--record", action="store_true", help=f"write the result to {RESULTS.relative_to(ROOT)}")
+    args = ap.parse_args()
+    chosen = [m for m in MUTANTS if not args.only or args.only in m.name]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:32s} {m.file:28s} {m.rule}\n{'':33s}guarded by {', '.join(m.tests)}")
+        return 0
+    lines, ok = run(chosen)
+    killed = sum(line.startswith("killed") for line in lines)
+    total = f"{killed} of {len(chosen)} mutants killed" + ("" if ok else " -- FAILED")
+    print(total)
+    if args.record:
+        sys.path.insert(0, str(ROOT))
+        from benchmarks._measure import provenance
+
+        argv = ["python", "scripts/mutants.py", *sys.argv[1:]]
+        RESULTS.write_text(provenance(argv) + "\n" + "\n".join(lines) + "\n" + total + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
