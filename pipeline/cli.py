@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -47,8 +48,28 @@ def main() -> None:
     """
 
 
-def expand_inputs(inputs: tuple[Path, ...]) -> list[Path]:
-    """Files as given, folders scanned for traces; a ``.nsys-rep`` beside its ``.sqlite`` is skipped."""
+class CatalogCommand(click.Command):
+    """A command whose --help ends with the tables and views it offers, each described by the line that
+    defines it (sql/ headers, schema.py): generated when --help runs, so it cannot drift from the code."""
+
+    def __init__(self, *args: Any, listing: str = "all", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.listing = listing
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from pipeline.catalog import table_descriptions, view_descriptions
+
+        super().format_help_text(ctx, formatter)
+        if self.listing == "all":
+            with formatter.section("Tables (docs/schema.md)"):
+                formatter.write_dl(sorted(table_descriptions().items()))
+        with formatter.section("Views (sql/<view>.sql: header comment lists columns and units)"):
+            formatter.write_dl(sorted(view_descriptions().items()))
+
+
+def expand_inputs(inputs: tuple[Path, ...], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Files as given, folders scanned for traces; a ``.nsys-rep`` beside its ``.sqlite`` is skipped
+    (and listed in ``skipped`` with the reason, when given)."""
     files: list[Path] = []
     for p in inputs:
         if not p.is_dir():
@@ -62,7 +83,12 @@ def expand_inputs(inputs: tuple[Path, ...]) -> list[Path]:
             and f.name not in NOT_TRACES
             and not any(part.startswith(".") for part in f.relative_to(p).parts)
         )
-        files += [f for f in found if not (f.suffix in (".nsys-rep", ".qdrep") and _has_sqlite_beside(f))]
+        for f in found:
+            if f.suffix in (".nsys-rep", ".qdrep") and _has_sqlite_beside(f):
+                if skipped is not None:
+                    skipped.append((f, "its .sqlite export beside it is read instead"))
+                continue
+            files.append(f)
     return files
 
 
@@ -86,7 +112,11 @@ def _has_sqlite_beside(rep: Path) -> bool:
     help="Id for the trace (one input only): letters, digits, . _ - (and ~XX escapes). "
     "Default: <folder>.<file stem>, other characters written as ~XX (UTF-8 bytes).",
 )
-@click.option("--force", is_flag=True, help="Re-normalize inputs whose output is already newer than them.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Re-normalize inputs already normalized from the same content; replace a trace made from another file.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input instead of a summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary; errors still go to stderr.")
 @click.option(
@@ -136,7 +166,19 @@ def normalize(
     from pipeline.normalize.source import max_input_bytes
     from pipeline.store import check_trace_id
 
-    files = expand_inputs(inputs)
+    missing = [p for p in inputs if not p.exists()]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if missing[1:] else ""
+        console.fail(f"{missing[0]}: no such file or folder{more}")
+        sys.exit(EXIT_BAD_INPUT)
+    skipped: list[tuple[Path, str]] = []
+    files = expand_inputs(inputs, skipped)
+    if not files:
+        console.fail(
+            f"no trace files in {', '.join(map(str, inputs))} (looked for {', '.join(TRACE_SUFFIXES)}): "
+            "give a file or a folder holding nsys, PyTorch or ncu traces"
+        )
+        sys.exit(EXIT_BAD_INPUT)
     if trace_id and len(files) != 1:
         raise click.UsageError("--trace-id needs exactly one input file")
     if scheduler and jobs != 1:
@@ -186,7 +228,7 @@ def normalize(
             )
     if not quiet and not as_json:
         # parallel runs finish in any order; the summary shows input order
-        _print_normalize_summary([r for _, r in sorted(results, key=lambda ir: ir[0])], out)
+        _print_normalize_summary([r for _, r in sorted(results, key=lambda ir: ir[0])], out, skipped)
     failed = [e.path for e in bad] + died + broken
     if failed:
         if len(files) > 1:  # one input: its own error line says it all
@@ -194,12 +236,15 @@ def normalize(
         sys.exit(EXIT_FAILED if broken else EXIT_WORKER_DIED if died else EXIT_BAD_INPUT)
 
 
-def _print_normalize_summary(results: list, out: Path) -> None:
+def _print_normalize_summary(results: list, out: Path, skipped: list[tuple[Path, str]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"normalized into {out}", title_justify="left")
     for col in ("trace_id", "format", "kernels", "nvtx_ranges", "api_calls", "status"):
         table.add_column(col, justify="right" if col in ("kernels", "nvtx_ranges", "api_calls") else "left")
+    # trace ids are what queries filter on: never shortened, the other columns give way
+    table.columns[0].no_wrap = True
+    table.columns[0].min_width = max((len(r.trace_id) for r in results), default=8)
     for r in results:
         rows = r.rows
         table.add_row(
@@ -211,12 +256,14 @@ def _print_normalize_summary(results: list, out: Path) -> None:
             "up to date" if r.skipped else "written",
         )
     console.out.print(table)
+    for path, why in skipped:
+        console.out.print(f"skipped {path}: {why}", highlight=False, soft_wrap=True)
 
 
 DEFAULT_ANALYSIS = Path("build/analysis")
 
 
-@main.command()
+@main.command(cls=CatalogCommand, listing="views")
 @click.argument("normalized", type=click.Path(path_type=Path), default=DEFAULT_NORMALIZED)
 @click.option(
     "--out",
@@ -224,17 +271,18 @@ DEFAULT_ANALYSIS = Path("build/analysis")
     type=click.Path(path_type=Path),
     default=DEFAULT_ANALYSIS,
     show_default=True,
-    help="Folder for one <view>.parquet (and .csv) per view of sql/.",
+    help="Folder for one <view>.parquet (and <view>.csv with --csv) per view of sql/.",
 )
 @click.option(
     "--format",
     "formats",
     multiple=True,
     type=click.Choice(["parquet", "csv"]),
-    default=("parquet", "csv"),
+    default=("parquet",),
     show_default=True,
     help="Output formats (repeat for several).",
 )
+@click.option("--csv", "with_csv", is_flag=True, help="Also write <view>.csv (same as --format parquet --format csv).")
 @click.option(
     "--view",
     "only",
@@ -244,36 +292,42 @@ DEFAULT_ANALYSIS = Path("build/analysis")
 @click.option("--json", "as_json", is_flag=True, help="Print {view: rows} as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary.")
 def analyze(
-    normalized: Path, out: Path, formats: tuple[str, ...], only: tuple[str, ...], as_json: bool, quiet: bool
+    normalized: Path,
+    out: Path,
+    formats: tuple[str, ...],
+    with_csv: bool,
+    only: tuple[str, ...],
+    as_json: bool,
+    quiet: bool,
 ) -> None:
-    """Run every view in sql/ over NORMALIZED and write each as Parquet and CSV.
+    """Run every view in sql/ over NORMALIZED and write each as Parquet (CSV on request).
 
-    \b
-    Views (see the header comment of each sql/<view>.sql for columns and units):
-      kernel_layers       each kernel with the NVTX range that launched it (innermost, path, depth)
-      layer_summary       per layer path: kernels, calls, GPU time total/mean/min/max, share of total
-      layer_name_summary  the same folded over paths, per layer name
-      layer_timeline      per range instance: CPU span, GPU span of its kernels, launch latency
-      rank_layer_time     per trace (rank) and layer path: GPU time, with rank/host/device from trace_meta
-      layer_stragglers    per layer path: the slowest rank, its GPU time, the median over ranks, excess, slowdown
-      layer_rank_spread   per layer path across ranks: min/median/max/mean/stddev, max/median, max-min
     Each file is renamed into place only when complete; a failed run leaves earlier outputs intact.
 
     \b
-    Example:
+    Examples:
       tracepipe analyze build/normalized --out build/analysis
+      tracepipe analyze build/normalized --view layer_summary --csv    # also layer_summary.csv
+      tracepipe analyze build/normalized --view kernel_sm_load        # a view written only on request
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
+    from pipeline import catalog
     from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
 
-    views = list(only) or default_views()
-    unknown = set(views) - set(view_files())
+    sql_dir = catalog.SQL_DIR
+    if not view_files(sql_dir):
+        console.fail(f"no views in {sql_dir}: this tracepipe installation lacks its sql/ files (reinstall it)")
+        sys.exit(EXIT_FAILED)
+    formats = tuple(dict.fromkeys([*formats, *(["csv"] if with_csv else [])]))
+    views = list(only) or default_views(sql_dir)
+    unknown = set(views) - set(view_files(sql_dir))
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, views=views if quiet else [*views, "analysis_warnings"])  # warnings unless -q
+    # warnings unless -q
+    con = connect(normalized, sql_dir, views=views if quiet else [*views, "analysis_warnings"])
     ticks = console.progress(iter(views), len(views), "analyze", quiet)
     next(ticks, None)  # the bar shows 0 of N until the first view is written
-    written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None))
+    written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None), sql_dir=sql_dir)
     rows = {view: written[view] for view in views}
     if not quiet:
         for line in analysis_warnings(con):
@@ -284,53 +338,86 @@ def analyze(
         console.out.print(f"wrote {len(views)} views to {out}: " + ", ".join(f"{v} ({n})" for v, n in rows.items()))
 
 
-@main.command()
+SQL_FORMATS = ("table", "csv", "json", "markdown", "line", "parquet")
+
+
+@main.command(cls=CatalogCommand)
 @click.argument("normalized", type=click.Path(path_type=Path))
 @click.argument("query", required=False)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "csv", "json", "parquet"]),
-    default="table",
-    show_default=True,
-    help="How to print the result; parquet needs --output.",
+    type=click.Choice(SQL_FORMATS),
+    default=None,
+    help="How to print the result (default: table). With -o, the file's extension picks csv, json or parquet "
+    "unless --format says otherwise. json: one object per row (JSON Lines), numbers as numbers. "
+    "csv: LIST/STRUCT columns as JSON text.",
 )
-@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file.")
-@click.option("--max-rows", default=50, show_default=True, help="Rows shown by --format table.")
-def sql(normalized: Path, query: str | None, fmt: str, output: Path | None, max_rows: int) -> None:
-    """Run ad-hoc DuckDB SQL over NORMALIZED with every table and view registered (read-only).
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file (.csv, .json, .parquet)."
+)
+@click.option("--max-rows", default=40, show_default=True, help="Rows shown by the table format.")
+def sql(normalized: Path, query: str | None, fmt: str | None, output: Path | None, max_rows: int) -> None:
+    """Run DuckDB SQL over NORMALIZED with every table and view registered (read-only).
 
-    Tables: kernels, api_calls, nvtx_ranges, nvtx_marks, ops, memcpy, memset, devices, trace_meta,
-    ncu_kernels, ncu_metrics (docs/schema.md) and every view of sql/ (tracepipe analyze --help).
-    No QUERY opens an interactive shell. Queries cannot write files or change the data.
+    No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema NAME, .mode, .maxrows,
+    .output FILE; Ctrl-C cancels the line or the query; history in ~/.tracepipe_history). With piped input
+    it runs the statements and prints only their results. Queries cannot write files or change the data.
 
     \b
     Examples:
-      tracepipe sql build/normalized "SELECT layer, kernels, gpu_time_ns FROM layer_summary"
-      tracepipe sql build/normalized "SELECT * FROM kernel_layers" --format parquet -o kl.parquet
-      tracepipe sql build/normalized            # interactive
+      tracepipe sql build/normalized "SELECT path, kernels, gpu_time_ns FROM layer_summary"
+      tracepipe sql build/normalized "SELECT * FROM kernel_layers" -o kl.parquet     # format from the extension
+      tracepipe sql build/normalized "SELECT * FROM layer_summary" --format json | jq .share_pct
+      tracepipe sql build/normalized                     # interactive
+      echo "SELECT count(*) FROM kernels;" | tracepipe sql build/normalized
     """
-    from pipeline.analyze import connect, read_only_query
-    from pipeline.analyze.shell import print_result, repl, write_result
+    from pipeline.analyze import connect
+    from pipeline.analyze.shell import (
+        OutputError,
+        check_new_file,
+        fetch,
+        first_line,
+        format_for,
+        render,
+        repl,
+        run_interruptible,
+        write_result,
+    )
 
-    if fmt == "parquet" and output is None:
-        raise click.UsageError("--format parquet needs --output FILE")
+    file_format = None
+    try:
+        if query is None and (output is not None or fmt == "parquet"):
+            raise OutputError("-o and --format parquet need a QUERY; in the shell, .output FILE writes results")
+        if output is not None:
+            file_format = format_for(output, fmt)
+            output = check_new_file(output, protected=normalized)
+        elif fmt == "parquet":
+            raise OutputError("--format parquet writes a file: give -o FILE.parquet")
+    except OutputError as e:
+        console.fail(str(e))
+        sys.exit(EXIT_BAD_INPUT)
     con = connect(normalized, read_only=True)
     if query is None:
-        repl(con)
+        repl(con, normalized, fmt or "table", max_rows)
         return
     try:
-        result = read_only_query(con, query)
-        table = result.to_arrow_table() if result is not None else None
-    except Exception as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
-        console.fail(f"query failed: {str(e).strip().splitlines()[0]}")
+        table = run_interruptible(con, lambda: fetch(con, query))
+    except duckdb_error() as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
+        console.fail(f"query failed: {first_line(e)}")
         sys.exit(EXIT_BAD_INPUT)
     if table is None:
         return
-    if output is not None:
-        write_result(table, output, fmt)
+    if output is not None and file_format is not None:
+        write_result(table, output, file_format)
     else:
-        print_result(table, fmt, max_rows)
+        sys.stdout.write(render(table, fmt or "table", max_rows))
+
+
+def duckdb_error() -> type[Exception]:
+    import duckdb
+
+    return duckdb.Error
 
 
 def run() -> None:

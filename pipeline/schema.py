@@ -258,6 +258,23 @@ TABLES: dict[str, pa.Schema] = {
     "layer_shapes": LAYER_SHAPES,
 }
 
+#: One line per table for ``--help``, the shell's ``.tables`` and the Python API; the same words head each
+#: table's section of docs/schema.md (tests/test_schema.py keeps them equal).
+DESCRIPTIONS: dict[str, str] = {
+    "kernels": "one row per GPU kernel execution",
+    "api_calls": "CUDA runtime and driver API calls",
+    "nvtx_ranges": "NVTX push/pop and start/end ranges, and PyTorch `record_function` ranges",
+    "nvtx_marks": "instantaneous NVTX marks",
+    "ops": "PyTorch CPU operators (chrome trace `cpu_op`)",
+    "memcpy": "GPU copies",
+    "memset": "GPU memsets",
+    "devices": "GPU properties and per-SM limits (as the trace recorded them)",
+    "trace_meta": "one row per trace: where it came from",
+    "ncu_kernels": "one row per kernel launch profiled by Nsight Compute",
+    "ncu_metrics": "every metric of every launch, long format, in base units",
+    "layer_shapes": "one row per module call of one forward pass (`layer_shapes.json` of `tracepipe capture`)",
+}
+
 
 def conform(table: pa.Table, name: str, trace_id: str) -> pa.Table:
     """Return ``table`` with exactly the columns of schema ``name``, in order.

@@ -55,12 +55,15 @@ def test_batch_continues_past_a_bad_file_and_reruns_only_it(tmp_path: Path) -> N
     assert status == {"good.nsys": True, "bad.nsys": False}
 
 
-def test_analyze_writes_parquet_and_csv(nsys_out: Path, tmp_path: Path) -> None:
+def test_analyze_writes_parquet_and_csv_on_request(nsys_out: Path, tmp_path: Path) -> None:
     r = tp("analyze", nsys_out, "--out", tmp_path, "--json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert rows["kernel_layers"] == 33 and rows["layer_timeline"] == 25
     assert pq.read_table(tmp_path / "layer_summary.parquet").num_rows == rows["layer_summary"]
+    assert not list(tmp_path.glob("*.csv"))  # Parquet only unless asked
+    r = tp("analyze", nsys_out, "--out", tmp_path, "--view", "layer_summary", "--csv", "-q")
+    assert r.returncode == 0, r.stderr
     assert (tmp_path / "layer_summary.csv").read_text().splitlines()[0].startswith("trace_id,path,layer")
     assert not list(tmp_path.glob(".*tmp*"))
     assert "kernel_sm_load" not in rows and not (tmp_path / "kernel_sm_load.parquet").exists()  # on request only
@@ -71,7 +74,7 @@ def test_analyze_writes_parquet_and_csv(nsys_out: Path, tmp_path: Path) -> None:
 def test_sql_formats_and_read_only(nsys_out: Path, tmp_path: Path) -> None:
     r = tp("sql", nsys_out, "SELECT layer, count(*) AS n FROM kernel_layers GROUP BY 1 ORDER BY 1", "--format", "csv")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[:3] == ['"layer","n"', '"conv1",8', '"conv2",8']
+    assert r.stdout.splitlines()[:3] == ["layer,n", "conv1,8", "conv2,8"]
     r = tp("sql", nsys_out, "SELECT count(*) AS n FROM kernels", "--format", "json")
     assert json.loads(r.stdout) == {"n": 33}
     target = next((nsys_out / "kernels").glob("*/*.parquet"))

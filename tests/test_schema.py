@@ -34,3 +34,13 @@ def test_docs_name_the_schema_version() -> None:
     from pipeline.schema import SCHEMA_VERSION
 
     assert f"(version {SCHEMA_VERSION})" in (ROOT / "docs" / "schema.md").read_text().splitlines()[0]
+
+
+def test_table_descriptions_are_the_docs_headings() -> None:
+    """`--help`, `.tables` and the API describe each table with the words that head its docs section."""
+    from pipeline.schema import DESCRIPTIONS
+
+    doc = (ROOT / "docs" / "schema.md").read_text()
+    headings = dict(re.findall(r"^## (\w+) — (.+)$", doc, flags=re.M))
+    assert set(DESCRIPTIONS) == set(TABLES)
+    assert {name: headings.get(name) for name in TABLES} == DESCRIPTIONS

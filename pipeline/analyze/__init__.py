@@ -26,11 +26,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds  # schema-version check only: no hive discovery
 
+from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import committed_files, hold_readers, trace_ids
-
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 
 #: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
 DEFAULT_MEMORY_LIMIT = "3GB"
@@ -181,7 +180,7 @@ def _check_schema_versions(normalized: Path) -> None:
 
 
 def connect(
-    normalized: Path,
+    normalized: str | Path,
     sql_dir: Path = SQL_DIR,
     materialize: bool = False,
     read_only: bool = False,
@@ -195,6 +194,7 @@ def connect(
     DuckDB's sandbox would still let COPY/ATTACH/EXPORT write: :func:`read_only_query` refuses every
     statement that is not a query, and ``tracepipe sql`` runs everything through it.
     """
+    normalized = Path(normalized)
     if not normalized.is_dir() or not trace_ids(normalized):
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
     normalized = normalized.resolve()  # the sandbox compares resolved paths with the scans' globs

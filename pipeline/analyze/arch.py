@@ -185,10 +185,16 @@ ARCH_LIMITS = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items
 
 
 def arch_limits_table() -> pa.Table:
-    """The table registered as view ``arch_limits`` (see ``PY_TABLES``)."""
+    """SM limits per compute capability (CUDA occupancy calculator constants), to fill a trace's gaps.
+
+    Registered as view ``arch_limits`` (see ``PY_TABLES``); the first line is its ``--help`` description.
+    """
     return pa.Table.from_pylist(ARCH_ROWS, schema=ARCH_LIMITS)
 
 
 def gpu_names_table() -> pa.Table:
-    """The table registered as view ``gpu_names``."""
+    """Device-name patterns telling vendors and AMD architectures apart (first match by priority).
+
+    Registered as view ``gpu_names``; the first line is its ``--help`` description.
+    """
     return pa.Table.from_pylist(GPU_NAMES, schema=GPU_NAMES_SCHEMA)

@@ -1,93 +1,423 @@
-"""Printing query results, and the interactive SQL shell of ``tracepipe sql``."""
+"""Query results in every output format, and the interactive SQL shell of ``tracepipe sql``.
+
+The shell follows the DuckDB CLI its users know: ``.help``, ``.tables``, ``.schema``, ``.mode``, ``.maxrows``,
+``.output``; Ctrl-C cancels the line being typed or the query running and keeps the shell; history persists
+across sessions.  Well-kept parts do the work: prompt_toolkit edits lines and keeps history, SQLite's tokenizer
+(``sqlite3.complete_statement``) says when a statement is complete and DuckDB's parser
+(``duckdb.extract_statements``) splits it, so a ``;`` inside a string or comment splits nothing; DuckDB's box
+renderer draws tables (eliding middle columns and rows to fit), DuckDB writes CSV, polars writes Markdown.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import decimal
 import io
 import json
 import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import threading
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stdout
 from pathlib import Path
+from typing import IO, Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-from rich.table import Table
 
-from pipeline import console
 from pipeline.analyze import read_only_query
+from pipeline.catalog import descriptions, is_public
+
+#: Formats a result can be printed in (the shell's ``.mode``) and written to a file in (``-o``).
+MODES = ("table", "csv", "json", "markdown", "line")
+FILE_FORMATS = ("csv", "json", "parquet")
+#: ``-o FILE`` without ``--format``: the format from the file's extension.
+EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet"}
+HISTORY_ENV = "TRACEPIPE_HISTORY"
+DEFAULT_HISTORY = Path("~/.tracepipe_history")
 
 
-def print_result(table: pa.Table, fmt: str, max_rows: int = 50) -> None:
-    if fmt == "csv":
-        buf = io.BytesIO()
-        pacsv.write_csv(table, buf)
-        print(buf.getvalue().decode(), end="")
-    elif fmt == "json":
-        for row in table.to_pylist():
-            print(json.dumps(row, default=str))
-    else:
-        console.out.print(rich_table(table, max_rows))
+class OutputError(Exception):
+    """A result file that cannot be written where asked (one line for the user)."""
 
 
-def rich_table(table: pa.Table, max_rows: int = 50) -> Table:
-    out = Table(show_lines=False)
-    for f in table.schema:
-        numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
-        out.add_column(f.name, justify="right" if numeric else "left")
-    for row in table.slice(0, max_rows).to_pylist():
-        out.add_row(*(_cell(v) for v in row.values()))
-    if table.num_rows > max_rows:
-        out.caption = f"{max_rows} of {table.num_rows} rows (--max-rows to see more)"
-    return out
+def format_for(output: Path, fmt: str | None) -> str:
+    """The format of ``-o output``: ``--format`` when given, else the extension's."""
+    if fmt is not None:
+        if fmt not in FILE_FORMATS:
+            raise OutputError(f"--format {fmt} prints to the terminal; a file takes one of {', '.join(FILE_FORMATS)}")
+        return fmt
+    by_ext = EXTENSIONS.get(output.suffix.lower())
+    if by_ext is None:
+        raise OutputError(
+            f"cannot tell the format of {output} from its extension: name it .csv, .json or .parquet, "
+            "or give --format csv|json|parquet"
+        )
+    return by_ext
 
 
-def _cell(v: object) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
-    return str(v)
+def check_new_file(output: Path, protected: Path | None = None, overwrite: bool = True) -> Path:
+    """``output`` made absolute once it is safe to write: its folder exists, it is not inside ``protected``
+    (the normalized data), it is not a folder, and (without ``overwrite``) it does not exist yet."""
+    target = output.expanduser().absolute()
+    if not target.parent.is_dir():
+        raise OutputError(f"cannot write {output}: no folder {target.parent} (create it first)")
+    if target.is_dir():
+        raise OutputError(f"cannot write {output}: it is a folder; give a file name")
+    if protected is not None and target.resolve().is_relative_to(protected.resolve()):
+        raise OutputError(f"cannot write {output}: it is inside the normalized data {protected}")
+    if not overwrite and target.exists():
+        raise OutputError(f"{output} exists; give a new file name (the shell never overwrites)")
+    return target
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what ``json`` cannot encode: exact integers stay integers (HUGEINT sums), DECIMAL a number."""
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return str(value)
+
+
+def json_lines(table: pa.Table) -> Iterator[str]:
+    """One JSON object per row (JSON Lines); numbers stay numbers, lists and structs nest."""
+    for row in table.to_pylist():
+        yield json.dumps(row, default=_plain, ensure_ascii=False)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def write_csv(table: pa.Table, dest: Path) -> None:
+    """CSV by DuckDB's writer; LIST, STRUCT and MAP columns are written as JSON text (``[1,2]``,
+    ``{"a":1}``), which any CSV reader passes through and any JSON parser reads back."""
+    con = duckdb.connect()
+    con.register("result", table)
+    nested = [f.name for f in table.schema if pa.types.is_nested(f.type)]
+    replace = ", ".join(f"to_json({_quoted(n)}) AS {_quoted(n)}" for n in nested)
+    select = f"SELECT * REPLACE ({replace}) FROM result" if nested else "SELECT * FROM result"
+    path = str(dest).replace("'", "''")
+    con.execute(f"COPY ({select}) TO '{path}' (FORMAT csv, HEADER true)")
+    con.close()
+
+
+def csv_text(table: pa.Table) -> str:
+    with tempfile.TemporaryDirectory() as d:
+        write_csv(table, Path(d) / "result.csv")
+        return (Path(d) / "result.csv").read_text()
+
+
+def render_table(table: pa.Table, max_rows: int, max_width: int) -> str:
+    """DuckDB's own box renderer: rows and middle columns elided to fit, with the counts shown."""
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        duckdb.connect().from_arrow(table).show(max_width=max_width, max_rows=max_rows)
+    return buf.getvalue()
+
+
+def render_markdown(table: pa.Table) -> str:
+    import polars as pl
+
+    with pl.Config(
+        tbl_formatting="MARKDOWN",
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+        tbl_rows=-1,
+        tbl_cols=-1,
+        fmt_str_lengths=10_000,
+        fmt_table_cell_list_len=-1,
+    ):
+        return str(pl.from_arrow(table)) + "\n"
+
+
+def render_lines(table: pa.Table) -> str:
+    """DuckDB's ``.mode line``: one ``column = value`` line per column, a blank line between rows."""
+    width = max((len(n) for n in table.column_names), default=0)
+    rows = (
+        "\n".join(f"{k.rjust(width)} = {'NULL' if v is None else v}" for k, v in r.items()) for r in table.to_pylist()
+    )
+    return "\n\n".join(rows) + ("\n" if table.num_rows else "")
+
+
+def render(table: pa.Table, mode: str, max_rows: int = 40, max_width: int | None = None) -> str:
+    if mode == "csv":
+        return csv_text(table)
+    if mode == "json":
+        return "".join(line + "\n" for line in json_lines(table))
+    if mode == "markdown":
+        return render_markdown(table)
+    if mode == "line":
+        return render_lines(table)
+    return render_table(table, max_rows, max_width or shutil.get_terminal_size((120, 24)).columns)
 
 
 def write_result(table: pa.Table, output: Path, fmt: str) -> None:
-    """Atomically write a result: temp file then rename."""
+    """Write a result file atomically (temp file beside it, then rename): a failure leaves no partial file."""
     tmp = output.with_name(f".{output.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         if fmt == "parquet":
             pq.write_table(table, tmp, compression="zstd")
         elif fmt == "json":
-            tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in table.to_pylist()))
+            tmp.write_text("".join(line + "\n" for line in json_lines(table)))
         else:
-            pacsv.write_csv(table, tmp)
+            write_csv(table, tmp)
         os.replace(tmp, output)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def repl(con: duckdb.DuckDBPyConnection) -> None:
-    """A minimal DuckDB shell: statements end with ';', `.tables` lists what is registered, `.quit` leaves."""
-    with contextlib.suppress(ImportError):
-        import readline  # noqa: F401  (line editing and history where available)
-    console.err.print("tracepipe sql: DuckDB shell, read-only. End statements with ';'. .tables, .quit")
-    buf = ""
-    while True:
+def run_interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], Any]) -> Any:
+    """Run ``work`` (a query on ``con``) in a thread; Ctrl-C in the main thread interrupts the query
+    (``con.interrupt()``) and raises KeyboardInterrupt once it has stopped, leaving the connection usable."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
         try:
-            line = input("D " if not buf else "· ")
-        except EOFError:
-            break
-        if not buf and line.strip() in (".quit", ".exit", "\\q"):
-            break
-        if not buf and line.strip() == ".tables":
-            line = "SELECT table_name, table_type FROM information_schema.tables ORDER BY 1;"
-        buf += line + "\n"
-        if not buf.strip().endswith(";"):
-            continue
+            box["value"] = work()
+        except BaseException as e:
+            box["error"] = e
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    interrupted = False
+    while worker.is_alive():
         try:
-            result = read_only_query(con, buf)
-            if result is not None:
-                print_result(result.to_arrow_table(), "table")
+            worker.join(0.05)
+        except KeyboardInterrupt:
+            interrupted = True
+            con.interrupt()
+    if interrupted:
+        raise KeyboardInterrupt
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+HELP = """\
+.help                 this text
+.tables [PATTERN]     tables and views (LIKE pattern), each with a line on what it holds
+.schema NAME          columns and types of a table or view
+.mode [MODE]          table (default) | csv | json | markdown | line
+.maxrows [N]          rows the table mode shows (first and last half; default 40)
+.output [FILE]        write results to a new FILE (never an existing file, never inside the data);
+                      .output alone goes back to the terminal
+.quit / .exit         leave (Ctrl-D too)
+\\d [NAME]            the same as .tables / .schema NAME
+Statements end with ';' and may span lines. Ctrl-C cancels the line or the running query.
+The connection is read-only: queries cannot write files or change the data."""
+
+
+class Shell:
+    """One interactive session over a read-only connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, normalized: Path | None = None) -> None:
+        self.con = con
+        self.normalized = normalized
+        self.mode = "table"
+        self.max_rows = 40
+        self.out: IO[str] = sys.stdout
+        self.out_path: Path | None = None
+
+    # -- output ---------------------------------------------------------------------------------------------------
+    def say(self, text: str) -> None:
+        self.out.write(text if text.endswith("\n") else text + "\n")
+        self.out.flush()
+
+    @staticmethod
+    def error(text: str) -> None:
+        sys.stderr.write(f"Error: {text}\n")
+        sys.stderr.flush()
+
+    # -- statements -----------------------------------------------------------------------------------------------
+    def execute(self, sql: str) -> None:
+        """Run every statement of ``sql``; the first error stops the rest (as DuckDB's CLI does)."""
+        try:
+            statements = [s.query for s in duckdb.extract_statements(sql)]
         except duckdb.Error as e:
-            console.fail(str(e).strip().splitlines()[0])
-        buf = ""
+            self.error(first_line(e))
+            return
+        for statement in statements:
+            try:
+                table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
+            except KeyboardInterrupt:
+                self.error("interrupted")
+                return
+            except duckdb.Error as e:
+                self.error(first_line(e))
+                return
+            if table is not None:
+                self.say(render(table, self.mode, self.max_rows))
+
+    # -- dot commands ---------------------------------------------------------------------------------------------
+    def dot(self, line: str) -> bool:
+        """Run one dot command (or ``\\d``); False when it asks to quit."""
+        word, _, arg = line.strip().partition(" ")
+        arg = arg.strip()
+        if word in (".quit", ".exit", "\\q"):
+            return False
+        if word == ".help":
+            self.say(HELP)
+        elif word == ".tables" or (word == "\\d" and not arg):
+            listing = self.tables(arg or None)
+            self.say(render(listing, self.mode, 10_000) if self.mode != "table" else _aligned(listing))
+        elif word in (".schema", "\\d"):
+            self.schema(arg)
+        elif word == ".mode":
+            if not arg:
+                self.say(f"current mode: {self.mode}")
+            elif arg in MODES:
+                self.mode = arg
+            else:
+                self.error(f"unknown mode {arg!r}: one of {', '.join(MODES)}")
+        elif word == ".maxrows":
+            if not arg:
+                self.say(f"current max rows: {self.max_rows}")
+            elif arg.isdigit() and int(arg) > 0:
+                self.max_rows = int(arg)
+            else:
+                self.error(".maxrows takes a positive number")
+        elif word == ".output":
+            self.output(arg)
+        else:
+            self.error(f"unknown command {word!r}: .help lists them")
+        return True
+
+    def tables(self, pattern: str | None = None) -> pa.Table:
+        rows = self.con.execute(
+            "SELECT table_name, table_type FROM information_schema.tables WHERE table_name LIKE ?",
+            [pattern or "%"],
+        ).fetchall()
+        about = descriptions()
+        tables = _table_names()
+        public = sorted(
+            ((name, "table" if name in tables else "view") for name, _ in rows if is_public(name)),
+            key=lambda nk: (nk[1], nk[0]),
+        )
+        return pa.table(
+            {
+                "name": [n for n, _ in public],
+                "kind": [k for _, k in public],
+                "description": [about.get(n, "") for n, _ in public],
+            }
+        )
+
+    def schema(self, name: str) -> None:
+        if not name:
+            self.error(".schema takes a table or view name (.tables lists them)")
+            return
+        if not is_public(name) or name not in set(self.tables().column("name").to_pylist()):
+            self.error(f"no table or view {name!r} (.tables lists them)")
+            return
+        table = self.con.sql(f"DESCRIBE {_quoted(name)}").select("column_name", "column_type").to_arrow_table()
+        self.say(render(table, self.mode, 10_000))
+
+    def output(self, arg: str) -> None:
+        if self.out is not sys.stdout:
+            self.out.close()
+            self.out, self.out_path = sys.stdout, None
+        if not arg:
+            return
+        try:
+            if arg.startswith("|"):
+                raise OutputError("the shell does not start programs: give a file name")
+            target = check_new_file(Path(arg), self.normalized, overwrite=False)
+            self.out = open(target, "x")  # noqa: SIM115  (kept open until the next .output or the end)
+            self.out_path = target
+        except (OutputError, OSError) as e:
+            self.error(str(e))
+
+    def close(self) -> None:
+        if self.out is not sys.stdout:
+            self.out.close()
+
+
+def _aligned(listing: pa.Table) -> str:
+    """``.tables`` in table mode: one ``name  kind  description`` line each, as DuckDB's CLI lists names."""
+    rows = listing.to_pylist()
+    pad = max((len(r["name"]) for r in rows), default=0) + 2
+    return "".join(f"{r['name'].ljust(pad)}{r['kind'].ljust(7)}{r['description']}\n" for r in rows)
+
+
+def _table_names() -> set[str]:
+    from pipeline.catalog import table_descriptions
+
+    return set(table_descriptions())
+
+
+def fetch(con: duckdb.DuckDBPyConnection, query: str) -> pa.Table | None:
+    """The last statement's result as an Arrow table (None when it returns no rows); statements that
+    could write are refused (``read_only_query``: the sandbox alone allows writing inside the data)."""
+    rel = read_only_query(con, query)
+    return rel.to_arrow_table() if rel is not None else None
+
+
+def history_path() -> Path:
+    return Path(os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY).expanduser()
+
+
+def terminal_reader() -> Callable[[bool], str]:
+    """A line reader for the terminal (prompt_toolkit: editing, persistent history). It raises
+    KeyboardInterrupt on Ctrl-C and EOFError on Ctrl-D; when stdout is redirected the prompts still go to
+    the terminal, never into the results."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.output import create_output
+
+    output = None if sys.stdout.isatty() else create_output(stdout=sys.stderr)
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(history_path())), output=output)
+    return lambda continuing: session.prompt("· " if continuing else "D ")
+
+
+def pipe_reader() -> Callable[[bool], str]:
+    """Lines from piped input, with no prompts at all."""
+
+    def read(_continuing: bool) -> str:
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
+
+    return read
+
+
+def repl(
+    con: duckdb.DuckDBPyConnection, normalized: Path | None = None, mode: str = "table", max_rows: int = 40
+) -> None:
+    """The interactive shell; with piped input it reads statements and prints only their results."""
+    shell = Shell(con, normalized)
+    shell.mode, shell.max_rows = mode, max_rows
+    interactive = sys.stdin.isatty()
+    if interactive:
+        sys.stderr.write("tracepipe sql: DuckDB shell over the normalized data, read-only. .help for commands.\n")
+    read = terminal_reader() if interactive else pipe_reader()
+    buf = ""
+    try:
+        while True:
+            try:
+                line = read(bool(buf))
+                if not buf and line.strip().startswith((".", "\\")):
+                    if not shell.dot(line):
+                        break
+                elif buf or line.strip():
+                    buf += line + "\n"
+                    if sqlite3.complete_statement(buf):
+                        statement, buf = buf, ""
+                        shell.execute(statement)
+            except KeyboardInterrupt:  # Ctrl-C: drop the line being typed (a query was stopped in execute)
+                buf = ""
+                if not interactive:
+                    raise
+            except EOFError:
+                break
+        if buf.strip():  # piped input may end without the last ';'
+            shell.execute(buf)
+    finally:
+        shell.close()

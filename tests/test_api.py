@@ -1,0 +1,60 @@
+"""`import tracepipe`: a normalized folder opened from a notebook, answers as polars DataFrames."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+import tracepipe
+from pipeline.catalog import table_descriptions, view_descriptions
+from pipeline.errors import BadInputError
+from pipeline.schema import TABLES
+
+
+def test_open_a_folder_by_str_and_query_it(nsys_out: Path, nsys_sqlite: Path) -> None:
+    with tracepipe.open(str(nsys_out)) as tp:
+        assert isinstance(tp.con, duckdb.DuckDBPyConnection)
+        raw = sqlite3.connect(nsys_sqlite)
+        n, total = raw.execute('SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+        got = tp.sql("SELECT count(*) AS n, sum(duration_ns) AS total FROM kernels")
+        assert isinstance(got, pl.DataFrame) and got.row(0) == (n, total)
+        assert tp.table("kernels").height == n
+        assert tp.table("kernel_layers", trace_id=tp.trace_ids()[0]).height == n
+        assert tp.sql("SELECT count(*) FROM kernels WHERE duration_ns > ?", [0]).item() == n
+        names = tp.tables()
+        assert set(names["name"]) == set(table_descriptions()) | set(view_descriptions())
+        assert not any(name.startswith("_") for name in tp.names())
+        assert names.filter(pl.col("name") == "layer_summary")["kind"].item() == "view"
+        assert tp.schema("kernels")["column_name"].to_list() == TABLES["kernels"].names
+        for statement in (f"COPY kernels TO '{nsys_out}/x.csv'", "INSTALL httpfs"):
+            with pytest.raises(duckdb.Error, match="not allowed"):  # read-only: nothing written
+                tp.sql(statement)
+        with pytest.raises(duckdb.Error, match="not allowed"):
+            tp.sql("COPY (SELECT * FROM kernels WHERE kernel_id > ?) TO 'x.csv'", [1])
+        with pytest.raises(duckdb.Error):  # the connection itself: no file outside the folder
+            tp.con.execute(f"COPY kernels TO '{nsys_out.parent}/x.csv'")
+        assert not (nsys_out / "x.csv").exists() and not (nsys_out.parent / "x.csv").exists()
+        with pytest.raises(KeyError, match="no table or view"):
+            tp.table("nope")
+
+
+def test_connect_takes_a_str_and_refuses_a_folder_that_is_not_normalized(tmp_path: Path, nsys_out: Path) -> None:
+    con = tracepipe.connect(str(nsys_out))
+    assert con.execute("SELECT count(*) FROM layer_summary").fetchone()[0] > 0
+    with pytest.raises(BadInputError, match="not a normalized folder"):
+        tracepipe.open(tmp_path)
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    root = Path(__file__).resolve().parents[1]
+    for module in ("tracepipe", "pipeline", "pipeline.cli"):
+        r = subprocess.run(
+            [sys.executable, "-m", module, "--version"], capture_output=True, text=True, cwd=root, check=False
+        )
+        assert r.returncode == 0 and r.stdout.startswith("tracepipe, version"), (module, r.stderr)

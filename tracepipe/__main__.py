@@ -1,0 +1,5 @@
+"""``python -m tracepipe``: the command line, as the ``tracepipe`` script runs it."""
+
+from pipeline.cli import run
+
+run()
