@@ -109,11 +109,10 @@ def _child(mode: str, path: str) -> None:
     elif mode == "decode":
         # The baseline's scope (JSON -> tables in memory), for comparison: the events decoded and merged
         # into one Arrow table per category, exact ns timestamps, nothing linked, sorted or written.
-        from pipeline.normalize import chrome, chrome_decode
+        from pipeline.normalize import chrome_decode
 
-        with chrome._arrow_pool():
-            _, got = chrome_decode.decode(Path(path))
-            tables = [got.table(group) for group in got.parts]
+        _, got = chrome_decode.decode(Path(path))
+        tables = [got.table(group) for group in got.parts]
         rows = sum(t.num_rows for t in tables if t is not None)
     else:
         from pipeline.normalize import normalize_file

@@ -99,3 +99,39 @@ def test_rocm_versions_go_into_trace_meta(tmp_path: Path) -> None:
     out, _ = normalized(trace, tmp_path, "rocm")
     (version,) = q(out, "SELECT source_version FROM trace_meta")[0]
     assert "roctracer 4.1" in version and "hip runtime 60443483" in version and "hip driver 6.4" in version
+
+
+def test_no_thread_runs_when_decode_workers_fork(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fork copies locks held by other threads (Python 3.12+ warns it may deadlock): the file's hash runs in a
+    # child process, and the normalizer starts its threads only after its workers are forked.
+    import os
+    import threading
+
+    from pipeline.normalize import chrome_decode, forked
+
+    monkeypatch.setattr(chrome_decode, "CHUNK_BYTES", 3000)  # many pieces: workers are forked
+    monkeypatch.setattr(forked, "cores", lambda: 2)
+    threads_at_fork = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        threads_at_fork.append(threading.active_count())
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    path = tmp_path / "t" / "trace.json"
+    path.parent.mkdir()
+    path.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
+    normalize_file(path, tmp_path / "out")
+    assert threads_at_fork == [1, 1]
+
+
+def test_numeric_text_ids_beyond_int64_stay_text(tmp_path: Path) -> None:
+    trace = events()
+    big = str(2**64)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "cpu_op":
+            e["tid"] = big
+    out, warnings = normalized(trace, tmp_path, "big")
+    assert warnings == [f"thread/process ids given as text kept as stable numbers: '{big}' = {text_id(big)}"]
+    assert q(out, "SELECT DISTINCT tid FROM ops") == [(text_id(big),)]

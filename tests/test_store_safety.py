@@ -91,7 +91,7 @@ def test_ids_with_quotes_never_reach_sql_text(tmp_path: Path) -> None:
     assert tp("normalize", src, "--out", out, "--quiet").returncode == 0
     r = tp("sql", out, "SELECT trace_id, count(*) FROM kernels GROUP BY 1", "--format", "csv")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[1] == '"it~27s.nsys",33'
+    assert r.stdout.splitlines()[1].replace('"', "") == "it~27s.nsys,33"  # quoted or not
     assert tp("analyze", out, "--out", tmp_path / "an'a", "--quiet").returncode == 0
     assert (tmp_path / "an'a" / "layer_summary.parquet").is_file()
 

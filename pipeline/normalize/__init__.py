@@ -11,7 +11,6 @@ import datetime as dt
 import importlib
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from pipeline.errors import BadInputError
 from pipeline.normalize.checks import staged_warnings
 from pipeline.normalize.ncu_pages import other_page
 from pipeline.normalize.ranks import fill_rank
-from pipeline.normalize.source import SQLITE_MAGIC, check_plain_size, head, sha256_of
+from pipeline.normalize.source import SQLITE_MAGIC, Sha256Job, check_plain_size, head, sha256_of
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import TraceWriter, check_trace_id, committed_file, trace_id_for
 
@@ -125,9 +124,16 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
             notes.append(f"replaces trace {tid!r} normalized from {previous['source_path']}")
     fmt = detect_format(path)
     check_plain_size(path, fmt)
-    # The file's sha256 is hashed in a thread while the normalizer runs (hashlib releases the GIL).
-    with TraceWriter(out, tid) as writer, ThreadPoolExecutor(1, thread_name_prefix="sha256") as hasher:
-        digest = hasher.submit(sha256_of, path)
+    # The file's sha256 is hashed in a child process while the normalizer runs (see Sha256Job).
+    digest = Sha256Job(path)
+    try:
+        return _normalize(path, fmt, tid, out, digest, notes)
+    finally:
+        digest.cancel()
+
+
+def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job, notes: list[str]) -> Result:
+    with TraceWriter(out, tid) as writer:
         try:
             meta = _normalizer(fmt)(path, writer)
         except DATA_ERRORS as e:

@@ -9,9 +9,7 @@ Joins, ids and ordering are DuckDB SQL or numpy over those arrays, never per-eve
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -377,31 +375,6 @@ def _without_duplicates(table: pa.Table) -> tuple[pa.Table, int]:
     return kept.cast(table.schema), table.num_rows - kept.num_rows
 
 
-@contextmanager
-def _arrow_pool() -> Iterator[None]:
-    """jemalloc as Arrow's allocator while a trace is normalized, where this pyarrow has it.
-
-    Measured on a 500 MB trace: the default mimalloc made the merge and call-stack steps (big fresh
-    buffers, freed and allocated again) about 0.5 s slower in CPU time than jemalloc or the system
-    allocator.  The previous pool is restored afterwards; buffers remember the pool they came from.
-    """
-    before = pa.default_memory_pool()
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except (NotImplementedError, pa.ArrowNotImplementedError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(before)
-
-
-def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
-    with _arrow_pool():
-        return _normalize_chrome(Path(path), writer)
-
-
 def _write_tables(
     con: duckdb.DuckDBPyConnection, tables: dict[str, pa.Table | None], writer: TraceWriter, ops: Future | None
 ) -> None:
@@ -418,8 +391,8 @@ def _write_tables(
         writer.write("ops", ops.result())
 
 
-def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
-    trace, got = decode(path)
+def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
+    trace, got = decode(Path(path))
     if got.events == 0:
         raise BadInputError(path, "traceEvents is empty: the profiler recorded no events")
 

@@ -280,6 +280,8 @@ def _ids_of(objs: list, get: attrgetter, labels: dict[int, str]) -> pa.Array:
             text = v.strip()
             try:
                 v = int(text)
+                if not -(2**63) <= v < 2**63:
+                    raise ValueError(text)
             except ValueError:
                 v = text_id(text)
                 labels[v] = text
@@ -678,8 +680,11 @@ def _piece_at(i: int) -> Piece:
 
 
 def _workers(pieces: int) -> int:
-    """Worker processes to fork: one per core, none where fork is missing or not allowed (daemon children)."""
-    return max(1, min(MAX_WORKERS, forked.cores(), pieces)) if forked.available() else 1
+    """Worker processes to fork: one per core; none where fork is missing or not allowed (daemon children),
+    or while another Python thread runs (a fork would copy the locks it holds: the child could deadlock)."""
+    if not forked.available() or threading.active_count() > 1:
+        return 1
+    return max(1, min(MAX_WORKERS, forked.cores(), pieces))
 
 
 def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]]) -> Collected:

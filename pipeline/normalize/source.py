@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
-import mmap
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import IO
 
 from pipeline.errors import BadInputError, SettingError, parse_size
+from pipeline.normalize.sha256 import sha256_of
+
+__all__ = ["sha256_of"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -151,13 +154,30 @@ def _no_space(need: int, tmp: str) -> str:
     )
 
 
-def sha256_of(path: Path) -> str:
-    """Hashed from a memory map where the file can be mapped (no copy out of the page cache: ~10% less CPU
-    than reading it in chunks), else read through ``hashlib.file_digest``."""
-    with open(path, "rb") as f:
-        try:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return hashlib.sha256(mapped).hexdigest()
-        except (OSError, ValueError):  # empty, or not mappable (a pipe, some network file systems)
-            f.seek(0)
-            return hashlib.file_digest(f, "sha256").hexdigest()
+class Sha256Job:
+    """``sha256_of(path)`` computed in a child process from the moment this is made.
+
+    A process, not a thread: the chrome normalizer forks decode workers, and a fork while another thread
+    runs may copy a lock held by that thread (Python 3.12+ warns that this can deadlock).  The child is
+    started by ``subprocess`` (fork + exec at once, safe) before the normalizer starts anything, and hashes
+    while the normalizer works; ``result()`` waits for it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        # Run as a script: the child imports hashlib and mmap only, not this package (pyarrow and all).
+        script = Path(__file__).with_name("sha256.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", str(script), str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.path = path
+
+    def result(self) -> str:
+        out, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise BadInputError(self.path, f"cannot read to hash it: {err.decode(errors='replace').strip()}")
+        return out.decode().strip()
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
