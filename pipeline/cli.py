@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from pipeline import __version__, console
+from pipeline.analyze.devices import DEVICE_PRESETS
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, BadInputError
 
 DEFAULT_NORMALIZED = Path("build/normalized")
@@ -215,9 +216,10 @@ def _print_normalize_summary(results: list, out: Path, skipped: list[tuple[Path,
     table = Table(title=f"normalized into {out}", title_justify="left")
     for col in ("trace_id", "format", "kernels", "nvtx_ranges", "api_calls", "status"):
         table.add_column(col, justify="right" if col in ("kernels", "nvtx_ranges", "api_calls") else "left")
-    # trace ids are what queries filter on: never shortened, the other columns give way
-    table.columns[0].no_wrap = True
-    table.columns[0].min_width = max((len(r.trace_id) for r in results), default=8)
+    # trace ids are what queries filter on: never shortened with '…', folded onto more lines when too wide
+    table.columns[0].overflow = "fold"
+    longest = max((len(r.trace_id) for r in results), default=8)
+    table.columns[0].min_width = min(longest, console.out.width // 3)
     for r in results:
         rows = r.rows
         table.add_row(
@@ -264,6 +266,13 @@ DEFAULT_ANALYSIS = Path("build/analysis")
 )
 @click.option("--json", "as_json", is_flag=True, help="Print {view: rows} as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary.")
+@click.option(
+    "--device",
+    type=click.Choice(sorted(DEVICE_PRESETS)),
+    default=None,
+    help="Project onto another GPU: occupancy, waves and the SM views use its limits (rtx3090: 82 SMs, sm_86) "
+    "instead of the traced device's; rows say projected_device. Kernel durations stay the traced ones.",
+)
 def analyze(
     normalized: Path,
     out: Path,
@@ -272,6 +281,7 @@ def analyze(
     only: tuple[str, ...],
     as_json: bool,
     quiet: bool,
+    device: str | None,
 ) -> None:
     """Run every view in sql/ over NORMALIZED and write each as Parquet (CSV on request).
 
@@ -297,7 +307,13 @@ def analyze(
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
     # warnings unless -q
-    con = connect(normalized, sql_dir, views=views if quiet else [*views, "analysis_warnings"])
+    con = connect(normalized, sql_dir, views=views if quiet else [*views, "analysis_warnings"], device=device)
+    if device is not None and not as_json:
+        part = DEVICE_PRESETS[device]
+        console.out.print(
+            f"PROJECTION: every traced device replaced by {part[0]} (sm_{part[1][0]}{part[1][1]}, {part[2]} SMs); "
+            "occupancy, waves and SM views are what these launches would give there, not a measurement"
+        )
     ticks = console.progress(iter(views), len(views), "analyze", quiet)
     next(ticks, None)  # the bar shows 0 of N until the first view is written
     written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None), sql_dir=sql_dir)
@@ -306,7 +322,7 @@ def analyze(
         for line in analysis_warnings(con):
             console.warn(line)
     if as_json:
-        click.echo(json.dumps(rows))
+        click.echo(json.dumps({"projected_device": device, **rows} if device else rows))
     elif not quiet:
         console.out.print(f"wrote {len(views)} views to {out}: " + ", ".join(f"{v} ({n})" for v, n in rows.items()))
 
@@ -330,7 +346,15 @@ SQL_FORMATS = ("table", "csv", "json", "markdown", "line", "parquet")
     "--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file (.csv, .json, .parquet)."
 )
 @click.option("--max-rows", default=40, show_default=True, help="Rows shown by the table format.")
-def sql(normalized: Path, query: str | None, fmt: str | None, output: Path | None, max_rows: int) -> None:
+@click.option(
+    "--device",
+    type=click.Choice(sorted(DEVICE_PRESETS)),
+    default=None,
+    help="Views as a projection onto this GPU's limits (see tracepipe analyze --device).",
+)
+def sql(
+    normalized: Path, query: str | None, fmt: str | None, output: Path | None, max_rows: int, device: str | None
+) -> None:
     """Run DuckDB SQL over NORMALIZED with every table and view registered (read-only).
 
     No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema NAME, .mode, .maxrows,
@@ -370,7 +394,10 @@ def sql(normalized: Path, query: str | None, fmt: str | None, output: Path | Non
     except OutputError as e:
         console.fail(str(e))
         sys.exit(EXIT_BAD_INPUT)
-    con = connect(normalized, read_only=True)
+    con = connect(normalized, read_only=True, device=device)
+    if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
+        part = DEVICE_PRESETS[device][0]
+        click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)
     if query is None:
         repl(con, normalized, fmt or "table", max_rows)
         return

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 #: Minor: columns added (older outputs read with nulls there, and are re-normalized by incremental runs);
 #: major: a column changed meaning or type (readers refuse a newer major).
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 _TRACE = pa.field("trace_id", pa.string(), nullable=False)
 
@@ -128,6 +128,7 @@ MEMCPY = _schema(
     ("src_kind", s),
     ("dst_kind", s),
     ("pid", i64),
+    ("graph_node_id", i64),
 )
 
 MEMSET = _schema(
@@ -144,6 +145,7 @@ MEMSET = _schema(
     ("value", i64),
     ("mem_kind", s),
     ("pid", i64),
+    ("graph_node_id", i64),
 )
 
 DEVICES = _schema(
@@ -218,6 +220,32 @@ NCU_METRICS = _schema(
     ("rule_description", s),
 )
 
+#: CUDA graph nodes as they were made (nsys CUDA_GRAPH_NODE_EVENTS): a stream-captured node is made inside the
+#: launch call that would have run it, so its time and thread say which layer range it belongs to.
+GRAPH_NODES = _schema(
+    ("graph_node_id", i64),
+    ("graph_id", i64),
+    ("original_graph_node_id", i64),
+    ("created_ns", i64),
+    ("pid", i64),
+    ("tid", i64),
+)
+
+#: Whole-graph executions recorded without their kernels (nsys --cuda-graph-trace=graph).
+GRAPH_LAUNCHES = _schema(
+    ("launch_id", i64),
+    ("device_id", i32),
+    ("context_id", i64),
+    ("stream_id", i64),
+    ("correlation_id", i64),
+    ("start_ns", i64),
+    ("end_ns", i64),
+    ("duration_ns", i64),
+    ("graph_id", i64),
+    ("graph_exec_id", i64),
+    ("pid", i64),
+)
+
 #: One row per module call of one forward pass, from the capture's ``layer_shapes.json``:
 #: shapes and analytic MACs beside each range, keyed by the range text (``layer``) and call index.
 LAYER_SHAPES = _schema(
@@ -255,6 +283,8 @@ TABLES: dict[str, pa.Schema] = {
     "ncu_kernels": NCU_KERNELS,
     "ncu_metrics": NCU_METRICS,
     "layer_shapes": LAYER_SHAPES,
+    "graph_nodes": GRAPH_NODES,
+    "graph_launches": GRAPH_LAUNCHES,
 }
 
 #: One line per table for ``--help``, the shell's ``.tables`` and the Python API; the same words head each
@@ -264,7 +294,7 @@ DESCRIPTIONS: dict[str, str] = {
     "api_calls": "CUDA runtime and driver API calls",
     "nvtx_ranges": "NVTX push/pop and start/end ranges, and PyTorch `record_function` ranges",
     "nvtx_marks": "instantaneous NVTX marks",
-    "ops": "PyTorch CPU operators (chrome trace `cpu_op`)",
+    "ops": "PyTorch CPU operators (chrome trace `cpu_op`; nsys: `emit_nvtx` op ranges)",
     "memcpy": "GPU copies",
     "memset": "GPU memsets",
     "devices": "GPU properties and per-SM limits (as the trace recorded them)",
@@ -272,6 +302,8 @@ DESCRIPTIONS: dict[str, str] = {
     "ncu_kernels": "one row per kernel launch profiled by Nsight Compute",
     "ncu_metrics": "every metric of every launch, long format, in base units",
     "layer_shapes": "one row per module call of one forward pass (`layer_shapes.json` of `tracepipe capture`)",
+    "graph_nodes": "CUDA graph nodes as nsys saw them made (`CUDA_GRAPH_NODE_EVENTS`)",
+    "graph_launches": "whole-graph executions recorded without their kernels (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`)",
 }
 
 

@@ -1,11 +1,13 @@
 -- device_limits: every traced GPU with the SM limits the occupancy model needs, gaps filled by architecture.
 -- Inputs:  devices (what the trace recorded: nsys TARGET_INFO_GPU, chrome deviceProperties, ncu attributes),
 --          arch_limits (pipeline/analyze/arch.py: NVIDIA rows by compute capability, AMD rows by gfx_arch),
---          gpu_names (arch.py: device name -> vendor / AMD architecture)
+--          gpu_names (arch.py: device name -> vendor / AMD architecture),
+--          device_override (`tracepipe analyze --device NAME`: no row, or the part every device is projected onto)
 -- Output:  trace_id, device_id, name, vendor ('NVIDIA' | 'AMD' | 'render-only' | NULL), gfx_arch (AMD LLVM
 --          target), compute_major, compute_minor, compute_capability ('9.0'; NULL for AMD, whose Kineto
 --          "computeMajor" is not a CUDA capability), arch_name,
---          sm_count, sm_count_source ('trace' | 'arch_table:<reference part>'), warp_size (threads),
+--          sm_count, sm_count_source ('trace' | 'arch_table:<reference part>' | 'projection:<device>'),
+--          warp_size (threads),
 --          max_threads_per_sm, max_warps_per_sm, max_blocks_per_sm, max_threads_per_block,
 --          max_registers_per_sm, max_registers_per_block, max_registers_per_thread (32-bit registers),
 --          register_alloc_unit (registers per warp allocation step), register_alloc_granularity ('warp'),
@@ -15,20 +17,44 @@
 --          column names that came from arch_limits rather than the trace), rejected_trace_values (list of
 --          'column=value' the trace recorded but no GPU can have, replaced from arch_limits),
 --          duplicate_rows (other `devices` rows of the same (trace, device id), dropped),
---          issue (why the device's limits are NULL, or NULL when it has them)
+--          issue (why the device's limits are NULL, or NULL when it has them), projected_device (NULL: the
+--          traced device; else the --device name whose limits replace the trace's: everything downstream is a
+--          projection)
 -- Rules, in one place for every source (normalizers copy what the trace says):
 --   * One device per (trace, device id): a render-only adapter (WSL's all-zero "Microsoft Basic Render Driver"
 --     shares id 0 with the real GPU) and rows without a compute capability lose to a real GPU row.
 --   * A value the trace recorded wins when it is possible (> 0; warp size 32 or 64); an impossible one
 --     (0 SMs, 0 warps, maxBlocksPerSm = 0 ...) is replaced from arch_limits and listed in
 --     rejected_trace_values.  arch_limits also fills NULLs (older nsys layouts lack max_blocks_per_sm).
---   * Vendor from the name: an AMD device takes the AMD row of its gfx_arch, never an NVIDIA compute
---     capability; an unknown AMD part keeps the trace's values and NULL elsewhere.  A compute capability
+--   * Vendor from the name (or 64-wide warps): an AMD device takes the AMD row of its gfx_arch (from the name,
+--     else HIP's major.minor where it names one: 9.4 = gfx942), never an NVIDIA compute capability; an
+--     unknown AMD part keeps the trace's values and NULL elsewhere.  A compute capability
 --     missing from arch_limits likewise keeps the trace's values and NULL elsewhere -- never another GPU's.
 --   * A device with neither a compute capability nor an AMD architecture (or a render-only adapter) gets
 --     NULL limits and an issue: the GPU views leave its kernels' derived columns NULL; analyze warns.
-WITH raw AS (
-    SELECT d.*, row_number() OVER () AS row_no FROM devices d
+WITH projected AS (   -- --device: the part's name, capability and SMs; every limit left to arch_limits (the
+                      -- traced GPU's own limits must not leak into the projection)
+    SELECT d.* REPLACE (
+               coalesce(o.name, d.name) AS name, coalesce(o.compute_major, d.compute_major) AS compute_major,
+               coalesce(o.compute_minor, d.compute_minor) AS compute_minor, coalesce(o.sm_count, d.sm_count) AS sm_count,
+               CASE WHEN o.projected_device IS NULL THEN d.warp_size END AS warp_size,
+               CASE WHEN o.projected_device IS NULL THEN d.max_threads_per_sm END AS max_threads_per_sm,
+               CASE WHEN o.projected_device IS NULL THEN d.max_warps_per_sm END AS max_warps_per_sm,
+               CASE WHEN o.projected_device IS NULL THEN d.max_blocks_per_sm END AS max_blocks_per_sm,
+               CASE WHEN o.projected_device IS NULL THEN d.max_threads_per_block END AS max_threads_per_block,
+               CASE WHEN o.projected_device IS NULL THEN d.max_registers_per_sm END AS max_registers_per_sm,
+               CASE WHEN o.projected_device IS NULL THEN d.max_registers_per_block END AS max_registers_per_block,
+               CASE WHEN o.projected_device IS NULL THEN d.max_shared_mem_per_sm_bytes END AS max_shared_mem_per_sm_bytes,
+               CASE WHEN o.projected_device IS NULL THEN d.max_shared_mem_per_block_bytes END
+                   AS max_shared_mem_per_block_bytes,
+               CASE WHEN o.projected_device IS NULL THEN d.max_shared_mem_per_block_optin_bytes END
+                   AS max_shared_mem_per_block_optin_bytes),
+           o.projected_device
+    FROM devices d
+    LEFT JOIN device_override o ON true
+),
+raw AS (
+    SELECT d.*, row_number() OVER () AS row_no FROM projected d
 ),
 named AS (   -- vendor by the first gpu_names pattern the name matches
     SELECT r.*, n.vendor AS name_vendor,
@@ -37,11 +63,14 @@ named AS (   -- vendor by the first gpu_names pattern the name matches
     LEFT JOIN gpu_names n ON regexp_matches(lower(coalesce(r.name, '')), n.pattern)
     QUALIFY row_number() OVER (PARTITION BY r.row_no ORDER BY n.priority NULLS LAST) = 1
 ),
-vendored AS (
-    SELECT * EXCLUDE (name_vendor, name_gfx),
-           coalesce(name_vendor, CASE WHEN compute_major > 0 THEN 'NVIDIA' END) AS vendor,
-           CASE WHEN name_vendor = 'AMD' THEN nullif(name_gfx, '') END AS gfx_arch
-    FROM named
+vendored AS (  -- no NVIDIA GPU has 64-wide warps: an unnamed device with them is AMD (ROCm's wavefront)
+    SELECT n.* EXCLUDE (name_vendor, name_gfx),
+           coalesce(n.name_vendor, CASE WHEN n.warp_size = 64 THEN 'AMD' WHEN n.compute_major > 0 THEN 'NVIDIA' END)
+               AS vendor,
+           CASE WHEN coalesce(n.name_vendor, CASE WHEN n.warp_size = 64 THEN 'AMD' END) = 'AMD'
+                THEN coalesce(nullif(n.name_gfx, ''), h.gfx_arch) END AS gfx_arch
+    FROM named n
+    LEFT JOIN arch_limits h ON h.hip_compute_capability = n.compute_major || '.' || n.compute_minor
 ),
 ranked AS (  -- one row per (trace, device id): a real compute GPU first, then the row that says the most
     SELECT *,
@@ -59,7 +88,7 @@ ranked AS (  -- one row per (trace, device id): a real compute GPU first, then t
     FROM vendored
 ),
 one AS (     -- impossible trace values become NULL here, so the table fills them below
-    SELECT trace_id, device_id, name, vendor, gfx_arch, duplicate_rows,
+    SELECT trace_id, device_id, name, vendor, gfx_arch, duplicate_rows, projected_device,
            CASE WHEN vendor = 'AMD' THEN NULL ELSE nullif(compute_major, 0) END AS compute_major,
            CASE WHEN vendor = 'AMD' OR nullif(compute_major, 0) IS NULL THEN NULL ELSE compute_minor END
                AS compute_minor,
@@ -141,7 +170,8 @@ filled AS (
     SELECT trace_id, device_id, name, vendor, gfx_arch, compute_major, compute_minor,
            compute_major::VARCHAR || '.' || compute_minor::VARCHAR AS compute_capability, arch_name,
            coalesce(t_sm_count, ref_sm_count) AS sm_count,
-           CASE WHEN t_sm_count IS NOT NULL THEN 'trace' WHEN ref_sm_count IS NOT NULL THEN 'arch_table:' || ref_part
+           CASE WHEN projected_device IS NOT NULL THEN 'projection:' || projected_device
+                WHEN t_sm_count IS NOT NULL THEN 'trace' WHEN ref_sm_count IS NOT NULL THEN 'arch_table:' || ref_part
            END AS sm_count_source,
            coalesce(t_warp_size, a_warp_size) AS warp_size,
            coalesce(t_max_threads_per_sm, t_max_warps_per_sm * coalesce(t_warp_size, a_warp_size), a_max_threads_per_sm)
@@ -181,7 +211,7 @@ filled AS (
                          AND a_max_shared_mem_per_block_optin_bytes IS NOT NULL
                     THEN 'max_shared_mem_per_block_optin_bytes' END
            ], lambda c: c IS NOT NULL) AS from_arch_table,
-           rejected_trace_values, duplicate_rows, issue
+           rejected_trace_values, duplicate_rows, issue, projected_device
     FROM usable
 )
 SELECT * FROM filled

@@ -1,8 +1,8 @@
 -- kernel_occupancy: theoretical occupancy of every kernel, computed the way cuda_occupancy.h
 -- (cudaOccMaxActiveBlocksPerMultiprocessor) does, from the launch and the device limits.
 -- Inputs:  kernel_geometry, device_limits
--- Output:  trace_id, kernel_id, device_id, name, blocks, threads_per_block, warps_per_block, sm_count,
---          max_warps_per_sm, registers_per_thread,
+-- Output:  trace_id, kernel_id, device_id, projected_device (NULL = traced device; else a --device projection),
+--          name, blocks, threads_per_block, warps_per_block, sm_count, max_warps_per_sm, registers_per_thread,
 --          registers_per_thread_allocated (= ncu launch__registers_per_thread_allocated), regs_per_warp_allocated,
 --          regs_per_block_allocated (registers), smem_per_block_allocated_bytes (static + dynamic + driver reserve,
 --          rounded up to the allocation unit = ncu launch__shared_mem_per_block_allocated),
@@ -36,7 +36,7 @@ WITH x AS (
     SELECT g.trace_id, g.kernel_id, g.device_id, g.name, g.blocks, g.threads_per_block, g.warps_per_block,
            g.registers_per_thread, g.smem_per_block_bytes, g.static_smem_bytes, g.dynamic_smem_bytes,
            g.launch_issue, d.trace_id IS NOT NULL AS has_device, d.issue AS device_issue, d.vendor,
-           d.compute_capability,
+           d.compute_capability, d.projected_device,
            d.sm_count, d.warp_size, d.max_warps_per_sm, d.max_blocks_per_sm, d.max_threads_per_sm,
            d.max_threads_per_block, d.max_registers_per_sm, d.max_registers_per_block, d.max_registers_per_thread,
            d.register_alloc_unit, d.sub_partitions_per_sm, d.max_shared_mem_per_sm_bytes,
@@ -100,7 +100,8 @@ ok AS (
            CASE WHEN occupancy_issue IS NULL THEN fit END AS resident_blocks_per_sm
     FROM res
 )
-SELECT trace_id, kernel_id, device_id, name, blocks, threads_per_block, warps_per_block, sm_count, max_warps_per_sm,
+SELECT trace_id, kernel_id, device_id, projected_device, name, blocks, threads_per_block, warps_per_block, sm_count,
+       max_warps_per_sm,
        registers_per_thread, regs_per_warp_allocated // warp_size AS registers_per_thread_allocated,
        regs_per_warp_allocated, regs_per_block_allocated, try_cast(smem_alloc AS BIGINT) AS smem_per_block_allocated_bytes,
        limit_blocks, limit_warps, limit_registers, limit_shared_mem, resident_blocks_per_sm,

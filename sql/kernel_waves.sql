@@ -1,7 +1,8 @@
 -- kernel_waves: how many waves of resident blocks each kernel needs, how full its last wave is, and the
 -- closed-form per-SM block split that kernel_sm_load / layer_sm_load expand.
 -- Inputs:  kernel_occupancy, kernel_geometry (duration), device_limits (max_threads_per_sm)
--- Output:  trace_id, kernel_id, device_id, name, duration_ns (ns), blocks, threads_per_block, warps_per_block,
+-- Output:  trace_id, kernel_id, device_id, projected_device (NULL = traced device; else a --device projection: the
+--          durations stay the traced device's), name, duration_ns (ns), blocks, threads_per_block, warps_per_block,
 --          sm_count, resident_blocks_per_sm,
 --          waves_per_sm       blocks / (sm_count * resident_blocks_per_sm)  (= ncu launch__waves_per_multiprocessor)
 --          waves              ceil of that: dispatch rounds of a full GPU
@@ -22,7 +23,8 @@
 -- Sums that can pass 2^63 (blocks + slots for the largest legal grid) are HUGEINT inside; every output fits
 -- BIGINT or is a DOUBLE.  Kernels without blocks (kernel_geometry.launch_issue) or SMs are left out.
 WITH w AS (
-    SELECT o.trace_id, o.kernel_id, o.device_id, o.name, g.duration_ns, o.blocks, o.threads_per_block,
+    SELECT o.trace_id, o.kernel_id, o.device_id, o.projected_device, o.name, g.duration_ns, o.blocks,
+           o.threads_per_block,
            o.warps_per_block, o.sm_count, o.resident_blocks_per_sm, g.warp_size, d.max_threads_per_sm,
            o.sm_count::HUGEINT * o.resident_blocks_per_sm AS slots, o.blocks::HUGEINT AS hb,
            greatest(coalesce(o.resident_blocks_per_sm, 1), 1) AS r
@@ -30,7 +32,8 @@ WITH w AS (
     JOIN kernel_geometry g USING (trace_id, kernel_id)
     LEFT JOIN device_limits d ON d.trace_id = o.trace_id AND d.device_id = o.device_id
 )
-SELECT trace_id, kernel_id, device_id, name, duration_ns, blocks, threads_per_block, warps_per_block, sm_count,
+SELECT trace_id, kernel_id, device_id, projected_device, name, duration_ns, blocks, threads_per_block, warps_per_block,
+       sm_count,
        resident_blocks_per_sm,
        blocks / nullif(slots, 0) AS waves_per_sm,
        ((hb + slots - 1) // nullif(slots, 0))::BIGINT AS waves,

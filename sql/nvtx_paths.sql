@@ -1,6 +1,6 @@
 -- nvtx_paths: every NVTX range with the chain of ranges enclosing it on its thread.
 -- Inputs:  nvtx_ranges (range_id, parent_id, text, kind, depth)
--- Output:  trace_id, range_id, kind, text, depth, path (texts outermost -> innermost joined by '/'),
+-- Output:  trace_id, range_id, kind, domain (NULL: default), text, depth, path (texts outermost -> innermost joined by '/'),
 --          start_ns, end_ns, duration_ns (ns), pid, tid
 -- Push/pop ranges chain through parent_id (computed at normalize time); start/end ranges and GPU-side
 -- annotations are their own path.  The recursion runs once per nesting level, not per range.
@@ -13,7 +13,7 @@ WITH RECURSIVE chain AS (
     FROM nvtx_ranges c
     JOIN chain ON c.trace_id = chain.trace_id AND c.parent_id = chain.range_id
 )
-SELECT r.trace_id, r.range_id, r.kind, r.text, r.depth, chain.path,
+SELECT r.trace_id, r.range_id, r.kind, r.domain, r.text, r.depth, chain.path,
        r.start_ns, r.end_ns, r.duration_ns, r.pid, r.tid
 FROM nvtx_ranges r
 JOIN chain USING (trace_id, range_id)

@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from pipeline.capture import macs
 from pipeline.capture.annotate import GlobalAnnotator, LayerRecorder, ModelAnnotator, RangeBackend, name_depth
-from pipeline.capture.cli import user_script
+from pipeline.capture.cli import NCU_METRICS, capture_ncu, make_job, requested_metrics, user_script
 from pipeline.capture.manifest import build_manifest
 from pipeline.capture.runner import load_factory
 from pipeline.cli import main
@@ -340,3 +340,57 @@ def test_layer_shapes_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="newer"):
         normalize_file(bad, tmp_path / "out")
     assert not (tmp_path / "out" / "layer_shapes").exists()
+
+
+def test_sm_counters_and_metrics_passthrough_reach_ncu(tmp_path: Path) -> None:
+    """A stand-in ncu records its argv: --sm-counters adds the .min/.max/.avg/.sum SM counters, --metrics
+    passes names through (comma lists split), names the tool does not list are dropped."""
+    log = tmp_path / "argv.json"
+    fake = tmp_path / "ncu"
+    fake.write_text(
+        "#!/usr/bin/env python3\nimport json, sys, pathlib\n"
+        "a = sys.argv[1:]\n"
+        "if '--query-metrics' in a:\n"
+        '    print(\'"Metric Name","Metric Type"\')\n'
+        "    for n in ('sm__cycles_active', 'sm__inst_executed', 'sm__ctas_launched', 'sm__warps_launched',\n"
+        "              'smsp__sass_thread_inst_executed_op_ffma_pred_on', 'dram__bytes'):\n"
+        '        print(f\'"{n}","Counter"\')\n'
+        "    sys.exit(0)\n"
+        "if '--import' in a:\n"
+        '    print(\'"ID","Process ID"\'); sys.exit(0)\n'
+        f"pathlib.Path({str(log)!r}).write_text(json.dumps(a))\n"
+        "pathlib.Path(a[a.index('-o') + 1] + '.ncu-rep').write_text('')\n"
+    )
+    fake.chmod(0o755)
+    out = tmp_path / "cap"
+    (out).mkdir()
+    (out / "layer_shapes.json").write_text("{}")
+    job = make_job(
+        {
+            "out": out,
+            "model": "m:f",
+            "factory_kwargs": "",
+            "input_shape": ("1,2",),
+            "device": "cpu",
+            "dtype": "float32",
+            "warmup": 0,
+            "iters": 1,
+            "root_name": "model",
+            "step_name": "step",
+            "depth": None,
+            "script": (),
+            "lib_dir": None,
+            "gzip_sqlite": True,
+        }
+    )
+    job.tools["ncu"] = str(fake)
+    capture_ncu(job, 0, (), False, sm_counters=True, extra_metrics=("dram__bytes.sum,no__such.sum", "dram__bytes.sum"))
+    argv = json.loads(log.read_text())
+    metrics = argv[argv.index("--metrics") + 1].split(",")
+    for counter in ("sm__cycles_active", "sm__inst_executed", "sm__ctas_launched", "sm__warps_launched"):
+        for stat in ("min", "max", "avg", "sum"):
+            assert f"{counter}.{stat}" in metrics
+    assert "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum" in metrics
+    assert metrics.count("dram__bytes.sum") == 1 and "no__such.sum" not in metrics
+    assert "--section" in argv and "LaunchStats" in argv
+    assert requested_metrics(False, ()) == list(NCU_METRICS)

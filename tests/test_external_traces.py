@@ -5,7 +5,11 @@ The expected side never calls the pipeline: chrome traces are read with ``json``
 so every ns is exact) and nsys exports with ``sqlite3``.  Per-annotation counts follow the attribution rule
 written out in plain Python: a kernel belongs to the innermost range open on its launching CPU thread at
 the moment of the launching call (the first call with the kernel's correlation id, in the same process).
-Exact duplicate events (the same JSON object twice) count once.
+Exact duplicate events (the same JSON object twice) count once.  Kernels launched inside an autograd backward op
+(an op with a sequence number that is a backward node: `Fwd thread id` > 0, `...Backward0`, or an
+`autograd::engine::evaluate_function:` wrapping one) take their forward op's layer (tests/test_training.py checks
+that link): here they are counted apart, as `backward`.  emit_nvtx op ranges of nsys exports (`name, seq = N`,
+`name, op_id = M`, `aten::...`) are ops, not layers.
 
 Suite time: the 54 MB HTA trace is tested in full too (about 10 s on 2 cores); each file is normalized and
 read once per module.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import re
 import sqlite3
 from collections import Counter, defaultdict
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -65,14 +70,28 @@ def innermost(ranges: list[tuple[int, int, str]], starts: list[int], t: int) -> 
     return None
 
 
-def per_range(kernels: list[tuple], launches: dict, ranges: dict[object, list]) -> Counter:
-    """kernels: (launch key, ...); launches: key -> (thread, t); ranges: thread -> [(start, end, text)]."""
+BACKWARD_NODE = re.compile(r"Backward[0-9]*$")
+OP_RANGE = re.compile(r", (seq|op_id) = \d+|^(aten|autograd|prim|c10d|profiler)::")
+
+
+def in_spans(spans: dict[object, list[tuple[int, int]]], thread: object, t: int) -> bool:
+    return any(s <= t <= e for s, e in spans.get(thread, ()))
+
+
+def per_range(
+    kernels: list[tuple], launches: dict, ranges: dict[object, list], backward: dict | None = None
+) -> Counter:
+    """kernels: (launch key, ...); launches: key -> (thread, t); ranges: thread -> [(start, end, text)];
+    backward: thread -> [(start, end)] of backward ops (kernels launched inside count as `backward`)."""
     by_thread = {k: sorted(v, key=lambda r: (r[0], -r[1])) for k, v in ranges.items()}
     starts = {k: [r[0] for r in v] for k, v in by_thread.items()}
     out: Counter = Counter()
     for key in kernels:
         launch = launches.get(key)
         text = None
+        if launch is not None and in_spans(backward or {}, launch[0], launch[1]):
+            out["## pass backward ##"] += 1
+            continue
         if launch is not None and launch[0] in by_thread:
             text = innermost(by_thread[launch[0]], starts[launch[0]], launch[1])
         out[text] += 1
@@ -103,6 +122,15 @@ def chrome_expected(path: Path) -> dict:
     ranges = defaultdict(list)
     for a in by_kind["annotation"]:
         ranges[(thread(a["pid"]), thread(a["tid"]))].append((ns(a["ts"]), ns(a["ts"]) + ns(a["dur"]), a["name"]))
+    backward = defaultdict(list)
+    for o in by_kind["cpu_op"]:
+        a = o.get("args", {})
+        if a.get("Sequence number") is not None and (
+            (a.get("Fwd thread id") or 0) > 0
+            or o["name"].startswith("autograd::engine::evaluate_function:")
+            or BACKWARD_NODE.search(o["name"])
+        ):
+            backward[(thread(o["pid"]), thread(o["tid"]))].append((ns(o["ts"]), ns(o["ts"]) + ns(o["dur"])))
     kernels = by_kind["kernel"]
     return {
         "kernels": len(kernels),
@@ -110,7 +138,7 @@ def chrome_expected(path: Path) -> dict:
         "memcpy": len(by_kind["memcpy"]),
         "memset": len(by_kind["memset"]),
         "ops": len(by_kind["cpu_op"]),
-        "per_layer": per_range([corr(k) for k in kernels], launches, ranges),
+        "per_layer": per_range([corr(k) for k in kernels], launches, ranges, backward),
     }
 
 
@@ -133,7 +161,7 @@ def nsys_expected(path: Path, tmp: Path) -> dict:
                 for key in ((corr, gtid >> 24 & 16777215), (corr, None)):  # by process, and by id alone
                     if key not in launches or start < launches[key][1]:
                         launches[key] = (gtid, start)
-    ranges = defaultdict(list)
+    ranges, op_ranges = defaultdict(list), []
     if "NVTX_EVENTS" in tables:
         strings = dict(db.execute("SELECT id, value FROM StringIds"))
         ncols = {r[1] for r in db.execute("PRAGMA table_info(NVTX_EVENTS)")}
@@ -143,16 +171,29 @@ def nsys_expected(path: Path, tmp: Path) -> dict:
             'WHERE eventType IN (59, 70) AND "end" IS NOT NULL'
         )
         for gtid, start, end, text, tid in rows:
-            ranges[gtid].append((start, end, text if text is not None else strings.get(tid)))
+            text = text if text is not None else strings.get(tid)
+            if text is not None and OP_RANGE.search(text):
+                op_ranges.append((gtid, start, end, text))
+            else:
+                ranges[gtid].append((start, end, text))
     copies = count("CUPTI_ACTIVITY_KIND_MEMCPY"), count("CUPTI_ACTIVITY_KIND_MEMSET")
     db.close()
+    nodes = [(g, s, e) for g, s, e, t in op_ranges if ", seq = " in t and BACKWARD_NODE.search(t.split(", ")[0])]
+    backward = defaultdict(list)
+    for g, s, e, t in op_ranges:
+        name = t.split(", ")[0]
+        wraps = name.startswith("autograd::engine::evaluate_function:") and any(
+            ng == g and s <= ns_ <= e for ng, ns_, _ in nodes
+        )
+        if wraps or (", seq = " in t and BACKWARD_NODE.search(name)):
+            backward[g].append((s, e))
     return {
         "kernels": len(kernels),
         "kernel_ns": sum(d for _, _, d in kernels),
         "memcpy": copies[0],
         "memset": copies[1],
-        "ops": 0,
-        "per_layer": per_range([(c, p) for c, p, _ in kernels], launches, ranges),
+        "ops": len(op_ranges),
+        "per_layer": per_range([(c, p) for c, p, _ in kernels], launches, ranges, backward),
     }
 
 
@@ -166,7 +207,14 @@ def normalized(path: Path, tmp: Path) -> dict:
         "memcpy": q(out, "SELECT count(*) FROM memcpy")[0][0] if (out / "memcpy").exists() else 0,
         "memset": q(out, "SELECT count(*) FROM memset")[0][0] if (out / "memset").exists() else 0,
         "ops": q(out, "SELECT count(*) FROM ops")[0][0] if (out / "ops").exists() else 0,
-        "per_layer": Counter(dict(con.sql("SELECT layer, count(*) FROM kernel_layers GROUP BY layer").fetchall())),
+        "per_layer": Counter(
+            dict(
+                con.sql(
+                    "SELECT CASE WHEN pass = 'backward' THEN '## pass backward ##' ELSE layer END AS l, count(*) "
+                    "FROM kernel_layers GROUP BY l"
+                ).fetchall()
+            )
+        ),
     }
 
 

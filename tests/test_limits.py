@@ -8,6 +8,9 @@ cuda_occupancy.h's rules, ROCm's "GPU hardware specifications" for AMD Instinct 
 
 from __future__ import annotations
 
+import csv
+import gzip
+import json
 import math
 import os
 import subprocess
@@ -19,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.analyze import connect, view_files
+from pipeline.analyze.arch import ARCH_ROWS
 from pipeline.store import TraceWriter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,3 +294,114 @@ def test_amd_impossible_lds_from_the_amd_row_and_unknown_amd_part(tmp_path: Path
 def test_new_table_rows(tmp_path: Path, cc: tuple[int, int], kernel: dict, expected: tuple) -> None:
     write_trace(tmp_path, [{"device_id": 0, "compute_major": cc[0], "compute_minor": cc[1]}], [kernel])
     assert rows(tmp_path, OCC_SQL) == [expected]
+
+
+def test_hopper_row_and_launch_limits_equal_ncus_device_attributes() -> None:
+    # The committed H200 capture: ncu's device__attribute_* columns (raw page), read with csv.  The table row
+    # must equal them; kernel_geometry's launch limits (gridDim.y/z 65535, blockDim (1024, 1024, 64), 1024
+    # threads) must equal the device's maxima.
+    lines = (ROOT / "sample_traces/h200_smallcnn/ncu_raw.csv").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    dev = {k.removeprefix("device__attribute_"): v for k, v in list(csv.DictReader(lines[start:]))[1].items()}
+    n = {k: int(v.replace(",", "")) for k, v in dev.items() if v.replace(",", "").isdigit()}
+    (row,) = [r for r in ARCH_ROWS if (r["compute_major"], r["compute_minor"]) == (9, 0)]
+    assert (n["compute_capability_major"], n["compute_capability_minor"]) == (9, 0)
+    assert {
+        "warp_size": n["warp_size"],
+        "max_threads_per_sm": n["max_threads_per_multiprocessor"],
+        "max_warps_per_sm": n["max_warps_per_multiprocessor"],
+        "max_blocks_per_sm": n["max_blocks_per_multiprocessor"],
+        "max_threads_per_block": n["max_threads_per_block"],
+        "max_registers_per_sm": n["max_registers_per_multiprocessor"],
+        "max_registers_per_block": n["max_registers_per_block"],
+        "max_registers_per_thread": n["max_registers_per_thread"],
+        "max_shared_mem_per_sm_bytes": n["max_shared_memory_per_multiprocessor"],
+        "max_shared_mem_per_block_bytes": n["max_shared_memory_per_block"],
+        "max_shared_mem_per_block_optin_bytes": n["max_shared_memory_per_block_optin"],
+        "reserved_shared_mem_per_block_bytes": n["reserved_shared_memory_per_block"],
+        "ref_sm_count": n["multiprocessor_count"],
+    } == {k: row[k] for k in (
+        "warp_size", "max_threads_per_sm", "max_warps_per_sm", "max_blocks_per_sm", "max_threads_per_block",
+        "max_registers_per_sm", "max_registers_per_block", "max_registers_per_thread", "max_shared_mem_per_sm_bytes",
+        "max_shared_mem_per_block_bytes", "max_shared_mem_per_block_optin_bytes",
+        "reserved_shared_mem_per_block_bytes", "ref_sm_count",
+    )}  # fmt: skip
+    grid = (n["max_grid_dim_x"], n["max_grid_dim_y"], n["max_grid_dim_z"])
+    block = (n["max_block_dim_x"], n["max_block_dim_y"], n["max_block_dim_z"])
+    assert (grid, block, n["max_threads_per_block"]) == (LARGEST_GRID, (1024, 1024, 64), 1024)
+
+
+def test_table_rows_are_self_consistent() -> None:
+    # Published-table invariants every row must keep: threads = warps * warp size, the opt-in per-block limit
+    # fits the SM's shared memory minus the driver's reserve, the largest carveout is the SM's shared memory.
+    for r in ARCH_ROWS:
+        key = r["gfx_arch"] or f"{r['compute_major']}.{r['compute_minor']}"
+        assert r["max_threads_per_sm"] == r["max_warps_per_sm"] * r["warp_size"], key
+        reserve = r["reserved_shared_mem_per_block_bytes"] or 0
+        assert r["max_shared_mem_per_block_optin_bytes"] <= r["max_shared_mem_per_sm_bytes"] - reserve, key
+        if r["shared_mem_carveouts_bytes"]:
+            assert max(r["shared_mem_carveouts_bytes"]) == r["max_shared_mem_per_sm_bytes"], key
+    ccs = {(r["compute_major"], r["compute_minor"]) for r in ARCH_ROWS if r["vendor"] == "NVIDIA"}
+    assert {(6, 1), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)} <= ccs
+
+
+# ---------------------------------------------------------------- real traces of other GPUs (sample_traces/external)
+
+EXTERNAL = ROOT / "sample_traces/external"
+
+
+@pytest.fixture(scope="module")
+def external(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pipeline.normalize import normalize_file
+
+    out = tmp_path_factory.mktemp("external")
+    for name in (
+        "tracelens_mi300_resnet_act_checkpoint",
+        "tracelens_vllm_hip_graph_execution",
+        "kineto_pt19_resnet50_worker0",
+    ):
+        normalize_file(EXTERNAL / f"{name}.json.gz", out)
+    return out
+
+
+def test_real_mi300x_traces_are_amd_cdna3(external: Path) -> None:
+    # TraceLens' MI300X traces: Kineto deviceProperties computeMajor 9 / computeMinor 4, warpSize 64, numSms 304,
+    # maxSharedMemoryPerMultiProcessor 65536; the vLLM one leaves every device name empty ("").
+    raw = {}
+    for name in ("tracelens_mi300_resnet_act_checkpoint", "tracelens_vllm_hip_graph_execution"):
+        with gzip.open(EXTERNAL / f"{name}.json.gz") as f:
+            d = json.load(f)["deviceProperties"][0]
+        raw[name] = (d["name"], d["computeMajor"], d["computeMinor"], d["warpSize"], d["numSms"])
+    assert raw["tracelens_mi300_resnet_act_checkpoint"] == ("AMD Instinct MI300X", 9, 4, 64, 304)
+    assert raw["tracelens_vllm_hip_graph_execution"] == ("", 9, 4, 64, 304)
+    got = rows(
+        external,
+        "SELECT DISTINCT vendor, gfx_arch, arch_name, compute_capability, sm_count, warp_size, max_warps_per_sm, "
+        "max_shared_mem_per_sm_bytes FROM device_limits WHERE trace_id LIKE '%tracelens%'",
+    )
+    assert got == [("AMD", "gfx942", "CDNA3", None, 304, 64, 32, 65536)]  # never Hopper, never cc 9.4
+    (n,) = rows(
+        external,
+        "SELECT count(*) FILTER (WHERE theoretical_occupancy_pct IS NULL AND occupancy_issue LIKE 'AMD device%') "
+        "= count(*) FROM kernel_occupancy WHERE trace_id LIKE '%tracelens%'",
+    )
+    assert n == (True,)
+
+
+def test_real_v100_trace_matches_the_profilers_per_sm_figures(external: Path) -> None:
+    # Kineto (PyTorch 1.9, V100, cc 7.0) wrote its own blocks per SM, warps per SM and est. achieved occupancy
+    # for 8,772 kernels; the model (trace limits + the 7.0 row) gives the same numbers.  The profiler rounds
+    # a float32 occupancy, so 22.5 % exactly (7.2 blocks/SM x 64 threads / 2048) prints as 22: within 0.5.
+    (r,) = rows(
+        external,
+        "SELECT count(*), count(*) FILTER (WHERE abs(w.blocks_per_sm - k.profiler_blocks_per_sm) < 1e-3), "
+        "count(*) FILTER (WHERE abs(w.warps_per_sm - k.profiler_warps_per_sm) < 1e-3), "
+        "count(*) FILTER (WHERE abs(w.est_achieved_occupancy_pct - k.profiler_est_achieved_occupancy_pct) <= 0.5) "
+        "FROM kernels k JOIN kernel_waves w USING (trace_id, kernel_id) WHERE k.trace_id LIKE '%kineto%'",
+    )
+    assert r == (8772, 8772, 8772, 8772)
+    (d,) = rows(
+        external,
+        "SELECT DISTINCT arch_name, sm_count, from_arch_table FROM device_limits WHERE trace_id LIKE '%kineto%'",
+    )
+    assert d == ("Volta", 80, ["max_blocks_per_sm"])  # Kineto records no maxBlocksPerSm: the 7.0 row's 32

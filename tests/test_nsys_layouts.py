@@ -234,7 +234,12 @@ def test_copies_devices_and_meta(built: dict, layout: str) -> None:
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_analysis_counts_kernels_per_layer(built: dict, layout: str) -> None:
     out, _ = built[layout]
-    rows = connect(out).sql("SELECT path, kernels, gpu_time_ns FROM layer_summary ORDER BY path").fetchall()
+    # (memory operations outside every range make a row with no kernels: left out here)
+    rows = (
+        connect(out)
+        .sql("SELECT path, kernels, gpu_time_ns FROM layer_summary WHERE kernels > 0 ORDER BY path")
+        .fetchall()
+    )
     assert rows == [("model/conv1", 2, 1200), ("model/relu1", 2, 1100)]
     assert q(out, "SELECT count(*) FROM nvtx_marks") == [(1,)]
 

@@ -35,6 +35,8 @@ DEFAULT_MEMORY_LIMIT = "3GB"
 PY_TABLES: dict[str, str] = {}
 PY_TABLES["arch_limits"] = "pipeline.analyze.arch:arch_limits_table"
 PY_TABLES["gpu_names"] = "pipeline.analyze.arch:gpu_names_table"
+PY_TABLES["kernel_tile_patterns"] = "pipeline.analyze.tiles:tile_patterns_table"
+PY_TABLES["device_override"] = "pipeline.analyze.arch:device_override_table"  # replaced by connect(device=...)
 
 
 def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
@@ -173,10 +175,13 @@ def connect(
     materialize: bool = False,
     read_only: bool = False,
     views: list[str] | None = None,
+    device: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view registered.
 
     ``views``: create only these and the views they read (default: every view).
+    ``device``: a name of ``arch.DEVICE_PRESETS`` (``rtx3090``): every traced device is replaced by that part's
+    limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
     ``read_only``: DuckDB's own sandbox: no file outside ``normalized`` can be read or written, no
     extension installed or loaded, no setting changed (the configuration is locked). Inside the folder
     DuckDB's sandbox would still let COPY/ATTACH/EXPORT write: :func:`read_only_query` refuses every
@@ -195,6 +200,13 @@ def connect(
     # again: cached, creating the views costs 0.24 instead of 0.58 CPU-s on a 200k-kernel trace.
     con.execute("SET parquet_metadata_cache = true")
     register_tables(con, normalized)
+    if device is not None:
+        from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
+
+        if device not in DEVICE_PRESETS:
+            raise BadInputError(Path(device), f"unknown device; one of: {', '.join(sorted(DEVICE_PRESETS))}")
+        con.register("_py_device_override", device_override_table(device))
+        con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
     create_views(con, sql_dir, materialize, only=views)
     if read_only:
         con.execute(f"SET allowed_directories = ['{normalized}{os.sep}']")

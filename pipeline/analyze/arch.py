@@ -50,6 +50,7 @@ KB = 1024
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "vendor": (pa.string(), "'NVIDIA' or 'AMD'"),
     "gfx_arch": (pa.string(), "AMD LLVM target (gfx90a...); NULL for NVIDIA rows (keyed by compute capability)"),
+    "hip_compute_capability": (pa.string(), "HIP's major.minor for this gfx arch where it names one ('9.4')"),
     "compute_major": (pa.int32(), "compute capability major"),
     "compute_minor": (pa.int32(), "compute capability minor"),
     "arch_name": (pa.string(), "architecture"),
@@ -96,6 +97,7 @@ def _row(
     return {
         "vendor": "NVIDIA",
         "gfx_arch": None,
+        "hip_compute_capability": None,
         "compute_major": cc[0],
         "compute_minor": cc[1],
         "arch_name": arch,
@@ -137,12 +139,13 @@ ARCH_ROWS: list[dict[str, object]] = [
 ]
 
 
-def _amd_row(gfx: str, arch: str, part: str, cus: int) -> dict[str, object]:
+def _amd_row(gfx: str, arch: str, part: str, cus: int, hip_cc: str | None) -> dict[str, object]:
     """A CDNA compute unit: wavefront 64, 32 waves (4 SIMDs x 8), 1024 work-items per workgroup, 64 KiB LDS.
     What a CUDA-style occupancy needs beyond that (allocation granularities, blocks per CU) stays NULL."""
     return {name: None for name in COLUMNS} | {
         "vendor": "AMD",
         "gfx_arch": gfx,
+        "hip_compute_capability": hip_cc,
         "arch_name": arch,
         "ref_part": part,
         "ref_sm_count": cus,
@@ -157,11 +160,14 @@ def _amd_row(gfx: str, arch: str, part: str, cus: int) -> dict[str, object]:
 
 
 #: AMD Instinct rows: one ROCm device is one GCD (MI200) or the whole partitioned MI300 in SPX mode.
+#: HIP's hipDeviceProp major.minor follows the gfx number (gfx942 -> 9.4, gfx950 -> 9.5); gfx908 and gfx90a
+#: both report 9.0, so 9.0 names no architecture alone (the device name must).  Kineto copies these into
+#: computeMajor/Minor, and some traces leave the name empty: then 9.4 with 64-wide waves is still an MI300.
 ARCH_ROWS += [
-    _amd_row("gfx908", "CDNA", "Instinct MI100", 120),
-    _amd_row("gfx90a", "CDNA2", "Instinct MI250X (one GCD)", 110),
-    _amd_row("gfx942", "CDNA3", "Instinct MI300X", 304),
-    _amd_row("gfx950", "CDNA4", "Instinct MI355X", 256),
+    _amd_row("gfx908", "CDNA", "Instinct MI100", 120, None),
+    _amd_row("gfx90a", "CDNA2", "Instinct MI250X (one GCD)", 110, None),
+    _amd_row("gfx942", "CDNA3", "Instinct MI300X", 304, "9.4"),
+    _amd_row("gfx950", "CDNA4", "Instinct MI355X", 256, "9.5"),
 ]
 
 #: Device name (case-insensitive regex) -> vendor and AMD architecture; first match by ``priority``.
@@ -198,3 +204,27 @@ def gpu_names_table() -> pa.Table:
     Registered as view ``gpu_names``; the first line is its ``--help`` description.
     """
     return pa.Table.from_pylist(GPU_NAMES, schema=GPU_NAMES_SCHEMA)
+
+
+# ---------------------------------------------------------------- projection onto another device
+
+from pipeline.analyze.devices import DEVICE_PRESETS  # noqa: E402  (re-exported: the CLI imports it without pyarrow)
+
+DEVICE_OVERRIDE = pa.schema(
+    [
+        pa.field("projected_device", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("compute_major", pa.int32()),
+        pa.field("compute_minor", pa.int32()),
+        pa.field("sm_count", pa.int32()),
+    ]
+)
+
+
+def device_override_table(device: str | None = None) -> pa.Table:
+    """The table registered as view ``device_override``: no row (the traced devices) or the one preset."""
+    if device is None:
+        return DEVICE_OVERRIDE.empty_table()
+    part, (major, minor), sms = DEVICE_PRESETS[device]
+    row = {"projected_device": device, "name": part, "compute_major": major, "compute_minor": minor, "sm_count": sms}
+    return pa.Table.from_pylist([row], schema=DEVICE_OVERRIDE)

@@ -223,6 +223,48 @@ class ModelAnnotator:
         self.handles.clear()
 
 
+class BackwardHookRanges:
+    """NVTX ranges around each module's backward, pushed/popped by module backward hooks on the autograd thread.
+
+    The alternative to ``torch.autograd.profiler.emit_nvtx`` that ``--backward-ranges hooks`` measures (see
+    docs/capture.md): the pre-hook fires when the gradient w.r.t. the module's output is ready and the
+    post-hook when the gradients w.r.t. its inputs are, so a module whose inputs need no gradient (the root,
+    an embedding fed token ids) closes at once instead of enclosing its children, and sibling branches may
+    interleave.  Range text is the module's name, as in the forward.
+    """
+
+    def __init__(self, model: Any, root_name: str = "model", depth: int | None = None) -> None:
+        import nvtx
+
+        self._nvtx = nvtx
+        self.handles: list[Any] = []
+        for qualname, module in model.named_modules():
+            if depth is not None and name_depth(qualname) > depth:
+                continue
+            text = qualname or root_name
+            self.handles.append(module.register_full_backward_pre_hook(self._pre(text)))
+            self.handles.append(module.register_full_backward_hook(self._post()))
+
+    def _pre(self, text: str) -> Callable[..., None]:
+        def hook(module: Any, grad_output: Any) -> None:
+            self._nvtx.push_range(message=text, color=None)
+            return None  # never replace the gradient
+
+        return hook
+
+    def _post(self) -> Callable[..., None]:
+        def hook(module: Any, grad_input: Any, grad_output: Any) -> None:
+            self._nvtx.pop_range()
+            return None
+
+        return hook
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+
 class GlobalAnnotator:
     """Annotates every module of a program we cannot see into (``tracepipe capture ... -- python script.py``).
 

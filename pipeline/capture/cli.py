@@ -52,6 +52,14 @@ NCU_METRICS = (
     "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
     "sm__ops_path_tensor_src_fp64.sum",
 )
+#: ``--sm-counters``: per-SM spread of each launch (``.min/.max/.avg/.sum`` over the SMs) -- active cycles,
+#: warp instructions and blocks (CTAs) launched -- for ``sql/kernel_sm_spread.sql``, which compares them with
+#: the round-robin dispatch model; LaunchStats (always collected) gives ``launch__sm_count`` and the grid.
+SM_SPREAD_METRICS = tuple(
+    f"{counter}.{stat}"
+    for counter in ("sm__cycles_active", "sm__inst_executed", "sm__ctas_launched", "sm__warps_launched")
+    for stat in ("min", "max", "avg", "sum")
+)
 LIBDW = "libdw.so.1"
 LIBDW_HINT = (
     "nsys's importer (QdstrmImporter) needs libdw.so.1, which this host lacks: unpack Debian's libdw1 and "
@@ -82,6 +90,11 @@ class Job:
     script: tuple[str, ...]
     lib_dir: Path | None
     gzip_sqlite: bool
+    train: bool = False
+    loss: str = ""
+    backward_ranges: str = "emit_nvtx"
+    graph: bool = False
+    cuda_graph_trace: str = "node"
     steps: list[dict[str, Any]] = field(default_factory=list)
     tools: dict[str, str | None] = field(default_factory=dict)
 
@@ -94,6 +107,12 @@ class Job:
             return [*argv, "--", *user_script(self.script)]
         argv += ["--model", str(self.model), "--device", self.device, "--dtype", self.dtype]
         argv += ["--warmup", str(self.warmup), "--iters", str(iters if iters is not None else self.iters)]
+        if self.train:
+            argv += ["--train", "--backward-ranges", self.backward_ranges]
+        if self.loss:
+            argv += ["--loss", self.loss]
+        if self.graph:
+            argv += ["--graph"]
         if self.factory_kwargs:
             argv += ["--factory-kwargs", self.factory_kwargs]
         for s in self.input_shapes:
@@ -211,7 +230,9 @@ def capture_nsys(job: Job) -> None:
     rep = job.out / "nsys.nsys-rep"
     for stale in (rep, job.out / "nsys.qdstrm", job.out / "nsys.sqlite", job.out / "nsys.sqlite.gz"):
         stale.unlink(missing_ok=True)
+    # node: one kernel row per replayed graph node (graph: one row per whole-graph launch, no kernels)
     argv = [nsys, "profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none"]
+    argv += [f"--cuda-graph-trace={job.cuda_graph_trace}"]
     if not job.script:  # a user script marks its own window, if at all: record all of it
         argv += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     argv += ["--force-overwrite=true", "-o", str(job.out / "nsys"), *job.runner_argv("nsys")]
@@ -232,22 +253,42 @@ def capture_nsys(job: Job) -> None:
         gzip_file(sqlite)
 
 
-def ncu_metrics(ncu: str, job: Job) -> list[str]:
-    """The metrics of ``NCU_METRICS`` that this ncu knows on this GPU (an unknown name fails the run)."""
+def requested_metrics(sm_counters: bool, extra: tuple[str, ...]) -> list[str]:
+    """``NCU_METRICS``, plus ``SM_SPREAD_METRICS`` with ``--sm-counters``, plus ``--metrics`` (comma lists),
+    in that order without repeats."""
+    names = [*NCU_METRICS, *(SM_SPREAD_METRICS if sm_counters else ())]
+    names += [m.strip() for item in extra for m in item.split(",") if m.strip()]
+    return list(dict.fromkeys(names))
+
+
+def ncu_metrics(ncu: str, job: Job, wanted: list[str] | None = None) -> list[str]:
+    """The metrics of ``wanted`` (default ``NCU_METRICS``) that this ncu knows on this GPU (an unknown name
+    fails the whole run, so it is dropped, with a warning for names the user asked for)."""
+    wanted = list(NCU_METRICS) if wanted is None else wanted
     proc = subprocess.run(
         [ncu, "--query-metrics", "--csv"], capture_output=True, text=True, env=job.env(), check=False, timeout=120
     )
     if proc.returncode != 0:
-        return list(NCU_METRICS)
+        return wanted
     known = set(re.findall(r'^"?([a-z0-9_]+__[a-z0-9_]+)', proc.stdout, flags=re.M))
-    return [m for m in NCU_METRICS if m.rsplit(".", 1)[0] in known]
+    dropped = [m for m in wanted if m.rsplit(".", 1)[0] not in known and m not in NCU_METRICS]
+    if dropped:
+        click.echo(f"[capture] warning: ncu does not list {', '.join(dropped)} on this GPU: not collected", err=True)
+    return [m for m in wanted if m.rsplit(".", 1)[0] in known]
 
 
-def capture_ncu(job: Job, launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool) -> None:
+def capture_ncu(
+    job: Job,
+    launch_count: int,
+    nvtx_include: tuple[str, ...],
+    keep_rep: bool,
+    sm_counters: bool = False,
+    extra_metrics: tuple[str, ...] = (),
+) -> None:
     ncu = job.tools.setdefault("ncu", find_tool("ncu"))
     if ncu is None:
         raise CaptureError("ncu not found on PATH nor under /opt/nvidia or /usr/local/cuda/bin")
-    metrics = ncu_metrics(ncu, job)
+    metrics = ncu_metrics(ncu, job, requested_metrics(sm_counters, extra_metrics))
     rep = job.out / "ncu.ncu-rep"
     argv = [ncu, "--clock-control", "none", "--nvtx", "--force-overwrite", "-o", str(job.out / "ncu")]
     if not job.script:
@@ -287,7 +328,7 @@ def finish(job: Job, command: list[str]) -> None:
         command=command,
         model=job.model or shlex.join(job.script),
         factory_kwargs=json.loads(job.factory_kwargs) if job.factory_kwargs else {},
-        input_shapes=[[int(x) for x in s.split(",") if x] for s in job.input_shapes],
+        input_shapes=[[int(x) for x in s.split(":", 1)[0].split(",") if x] for s in job.input_shapes],
         dtype=job.dtype,
         warmup=job.warmup,
         iters=job.iters,
@@ -314,7 +355,23 @@ def common(f: Any) -> Any:
         click.option("--step-name", default="step", show_default=True, help="Range text of one measured forward."),
         click.option("--depth", type=int, default=None, help="Annotate modules down to this depth (root = 0)."),
         click.option("--lib-dir", type=click.Path(path_type=Path), help="Prepended to LD_LIBRARY_PATH (libdw)."),
-        click.option("--gzip/--no-gzip", "gzip_sqlite", default=True, show_default=True, help="Gzip nsys.sqlite."),
+        click.option("--train", is_flag=True, help="Measure training steps: forward, loss, backward, AdamW step."),
+        click.option("--loss", default="", help="MODULE:FUNC(output, *inputs) -> scalar (default: mean square)."),
+        click.option(
+            "--backward-ranges",
+            type=click.Choice(["emit_nvtx", "hooks", "none"]),
+            default="emit_nvtx",
+            show_default=True,
+            help="How nsys sees which forward op each backward op belongs to (see docs/capture.md).",
+        ),
+        click.option("--graph", is_flag=True, help="Capture the forward as a CUDA graph and replay it per step."),
+        click.option(
+            "--cuda-graph-trace",
+            type=click.Choice(["node", "graph"]),
+            default="node",
+            show_default=True,
+            help="nsys: one row per replayed kernel (node) or per whole graph launch (graph).",
+        ),
         click.argument("script", nargs=-1, type=click.UNPROCESSED),
     ]
     for option in reversed(options):
@@ -322,11 +379,36 @@ def common(f: Any) -> Any:
     return f
 
 
+def gzip_option(f: Any) -> Any:
+    """Only the nsys step writes a .sqlite, so only nsys and all offer to gzip it."""
+    return click.option("--gzip/--no-gzip", "gzip_sqlite", default=True, show_default=True, help="Gzip nsys.sqlite.")(f)
+
+
 def ncu_options(f: Any) -> Any:
+    f = click.option(
+        "--metrics",
+        "extra_metrics",
+        multiple=True,
+        help="More ncu metrics (comma-separated, repeatable), passed to ncu --metrics; names it lacks are dropped.",
+    )(f)
+    f = click.option(
+        "--sm-counters",
+        is_flag=True,
+        help="Also collect per-SM spread counters (sm__cycles_active, sm__inst_executed, sm__ctas_launched, "
+        "sm__warps_launched .min/.max/.avg/.sum) for the kernel_sm_spread view.",
+    )(f)
     f = click.option("--keep-rep", is_flag=True, help="Keep ncu.ncu-rep (large) beside the CSVs.")(f)
     f = click.option("--nvtx-include", multiple=True, help="ncu --nvtx-include filter, e.g. 'step/model/layer1/'.")(f)
     f = click.option("--launch-count", default=200, show_default=True, help="Kernels ncu profiles (0: all).")(f)
     return f
+
+
+NCU_KWARGS = ("launch_count", "nvtx_include", "keep_rep", "sm_counters", "extra_metrics")
+
+
+def ncu_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
+    """The ncu options, taken out of the command's keyword arguments (the rest build the Job)."""
+    return {name: kw.pop(name) for name in NCU_KWARGS}
 
 
 def make_job(kw: dict[str, Any]) -> Job:
@@ -349,7 +431,12 @@ def make_job(kw: dict[str, Any]) -> Job:
         depth=kw["depth"],
         script=script,
         lib_dir=kw["lib_dir"].resolve() if kw["lib_dir"] else None,
-        gzip_sqlite=kw["gzip_sqlite"],
+        gzip_sqlite=kw.get("gzip_sqlite", True),
+        train=kw.get("train", False),
+        loss=kw.get("loss", ""),
+        backward_ranges=kw.get("backward_ranges", "emit_nvtx"),
+        graph=kw.get("graph", False),
+        cuda_graph_trace=kw.get("cuda_graph_trace", "node"),
     )
 
 
@@ -371,7 +458,48 @@ def capture() -> None:
     """
 
 
+#: Where the NVIDIA driver lists the GPUs it drives (one folder per GPU), and its CLI.
+NVIDIA_PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def gpu_count() -> int:
+    """GPUs the NVIDIA driver sees: its /proc listing, else ``nvidia-smi -L``; 0 without a driver."""
+    if NVIDIA_PROC_GPUS.is_dir():
+        return sum(1 for _ in NVIDIA_PROC_GPUS.iterdir())
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+
+
+def preflight(command: str, steps: list[str], device: str) -> str | None:
+    """What this machine lacks for the capture, in one line (None when nothing): checked before any
+    folder is made or model run, so a CPU box answers in a second instead of a traceback."""
+    missing = []
+    # nsys and ncu record GPU work whatever device the model is on; torch needs a GPU only for cuda
+    needs_gpu = device.startswith("cuda") or any(s in ("nsys", "ncu") for s in steps)
+    if needs_gpu and gpu_count() == 0:
+        missing.append(f"an NVIDIA GPU (none found: no {NVIDIA_PROC_GPUS}, nvidia-smi lists none)")
+    if len(steps) == 1 and steps[0] in ("nsys", "ncu") and find_tool(steps[0]) is None:
+        missing.append(f"{steps[0]} (not on PATH nor under /opt/nvidia or /usr/local/cuda)")
+    if not missing:
+        return None
+    hint = "run it on a GPU host with Nsight installed (docs/capture.md)"
+    if command == "torch":
+        hint = "run it on a GPU host, or record on the CPU with --device cpu"
+    return f"capture {command} needs {' and '.join(missing)}: {hint}"
+
+
 def _run(kw: dict[str, Any], steps: list[str], ncu_kw: dict[str, Any] | None = None) -> None:
+    command = "all" if len(steps) > 1 else steps[0]
+    problem = preflight(command, steps, kw["device"])
+    if problem is not None:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
     job = make_job(kw)
     failures: list[str] = []
     for step in ["shapes", *steps]:
@@ -397,31 +525,59 @@ def _run(kw: dict[str, Any], steps: list[str], ncu_kw: dict[str, Any] | None = N
 
 @capture.command()
 @common
+@gzip_option
 def nsys(**kw: Any) -> None:
-    """nsys profile (CUDA + NVTX) of the measured forwards, exported to nsys.sqlite.gz."""
+    """nsys profile (CUDA + NVTX) of the measured forwards, exported to nsys.sqlite.gz.
+
+    \b
+    Examples:
+      tracepipe capture nsys -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture nsys -m mymodel.py:build --factory-kwargs '{"width": 64}' -i 4,3,32,32 -o cap/mine
+      tracepipe capture nsys -o cap/train --lib-dir /tmp/dw/usr/lib/x86_64-linux-gnu -- python train.py
+    """
     _run(kw, ["nsys"])
 
 
 @capture.command()
 @common
 @ncu_options
-def ncu(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw: Any) -> None:
-    """ncu of one measured forward: ncu_raw.csv (raw page) and ncu_details.csv.gz (sections)."""
-    _run(kw, ["ncu"], {"launch_count": launch_count, "nvtx_include": nvtx_include, "keep_rep": keep_rep})
+def ncu(**kw: Any) -> None:
+    """ncu of one measured forward: ncu_raw.csv (raw page) and ncu_details.csv.gz (sections).
+
+    \b
+    Examples:
+      tracepipe capture ncu -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture ncu -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/r18 --launch-count 50
+      tracepipe capture ncu -o cap/r18 --nvtx-include 'step/model/layer1/' -- python infer.py
+    """
+    _run(kw, ["ncu"], ncu_kwargs(kw))
 
 
 @capture.command()
 @common
 def torch(**kw: Any) -> None:
-    """PyTorch profiler chrome trace of the measured forwards (torch_trace.json.gz)."""
+    """PyTorch profiler chrome trace of the measured forwards (torch_trace.json.gz).
+
+    \b
+    Examples:
+      tracepipe capture torch -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture torch -m torchvision.models:resnet18 -i 1,3,64,64 -o cap/cpu --device cpu
+      tracepipe capture torch -o cap/train -- python train.py --epochs 1
+    """
     _run(kw, ["torch"])
 
 
 @capture.command(name="all")
 @common
+@gzip_option
 @ncu_options
-def all_(launch_count: int, nvtx_include: tuple[str, ...], keep_rep: bool, **kw: Any) -> None:
-    """nsys, then torch, then ncu, into one folder; one failing tool does not stop the others."""
-    _run(
-        kw, ["nsys", "torch", "ncu"], {"launch_count": launch_count, "nvtx_include": nvtx_include, "keep_rep": keep_rep}
-    )
+def all_(**kw: Any) -> None:
+    """nsys, then torch, then ncu, into one folder; one failing tool does not stop the others.
+
+    \b
+    Examples:
+      tracepipe capture all -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture all -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/r18 --depth 2 --launch-count 0
+      tracepipe capture all -o cap/mine -- python train.py --epochs 1
+    """
+    _run(kw, ["nsys", "torch", "ncu"], ncu_kwargs(kw))

@@ -59,12 +59,35 @@ def load_factory(spec: str) -> Any:
 
 def parse_shape(text: str) -> list[int]:
     try:
-        shape = [int(x) for x in text.replace("x", ",").split(",") if x.strip()]
+        shape = [int(x) for x in text.split(":", 1)[0].replace("x", ",").split(",") if x.strip()]
     except ValueError as e:
-        raise ValueError(f"bad --input-shape {text!r}: expected e.g. 8,3,224,224") from e
+        raise ValueError(f"bad --input-shape {text!r}: expected e.g. 8,3,224,224 or 4,64:int512") from e
     if not shape or any(d <= 0 for d in shape):
         raise ValueError(f"bad --input-shape {text!r}: dimensions must be positive")
     return shape
+
+
+def int_high(text: str) -> int | None:
+    """``4,64:int512`` -> 512 (token ids in [0, 512)); a plain shape -> None (random floats)."""
+    if ":" not in text:
+        return None
+    kind = text.split(":", 1)[1]
+    if not kind.startswith("int") or not kind[3:].isdigit() or int(kind[3:]) <= 0:
+        raise ValueError(f"bad --input-shape {text!r}: the suffix must be :int<N>, e.g. 4,64:int512")
+    return int(kind[3:])
+
+
+def make_input(torch: Any, text: str, device: str, dtype: Any) -> Any:
+    high = int_high(text)
+    if high is not None:
+        return torch.randint(0, high, parse_shape(text), device=device)
+    return torch.randn(*parse_shape(text), device=device, dtype=dtype)
+
+
+def mean_square_loss(output: Any, *inputs: Any) -> Any:
+    """The default training loss: any output tensor(s) -> one scalar that depends on all of them."""
+    outs = output if isinstance(output, (tuple, list)) else (output,)
+    return sum(o.float().square().mean() for o in outs if hasattr(o, "float"))
 
 
 def layer_document(
@@ -87,6 +110,85 @@ def _sync(torch: Any, device: str) -> None:
         torch.cuda.synchronize()
 
 
+class Stepper:
+    """One measured iteration in each ``--mode``: an inference forward, a training step, or a graph replay.
+
+    A training step is ``step`` range { forward (module ranges), ``loss`` range, ``loss.backward()``,
+    ``--optimizer-name`` range { ``optimizer.step()``, ``zero_grad`` } }.  Backward kernels are launched from
+    autograd's own thread, where no module range is open: ``--backward-ranges`` says how the link to the forward
+    layer is recorded
+    (``emit_nvtx``: every op's NVTX range carries its autograd sequence number, for nsys; the PyTorch trace
+    records sequence numbers anyway; ``hooks``: module backward hooks push the module's range, measured in
+    docs/capture.md; ``none``).
+    """
+
+    def __init__(self, args: argparse.Namespace, torch: Any, model: Any, inputs: list[Any], backend: Any) -> None:
+        self.args, self.torch, self.model, self.inputs, self.backend = args, torch, model, inputs, backend
+        self.optimizer = None
+        self.loss_fn = load_factory(args.loss) if args.loss else mean_square_loss
+        if args.train:
+            self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        self.graph = None
+
+    def warmup(self) -> None:
+        torch = self.torch
+        if self.args.graph:
+            side = torch.cuda.Stream()  # CUDA graphs want warm-up on a side stream
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), torch.no_grad():
+                for _ in range(self.args.warmup):
+                    self.model(*self.inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            return
+        for _ in range(self.args.warmup):
+            self.step(annotate=False)
+
+    def capture_graph(self) -> None:
+        """Record the forward into a CUDA graph (inside the capture window: nsys sees the nodes being made)."""
+        torch = self.torch
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(self.graph):
+            self.static_out = self.model(*self.inputs)
+
+    def step(self, annotate: bool = True) -> None:
+        torch, args = self.torch, self.args
+        step_range = self.backend.range(args.step_name) if annotate else _null()
+        with step_range:
+            if self.graph is not None:
+                self.graph.replay()
+            elif not args.train:
+                with torch.no_grad():
+                    self.model(*self.inputs)
+            else:
+                output = self.model(*self.inputs)
+                with self.backend.range(args.loss_name) if annotate else _null():  # its backward: the `loss` layer
+                    loss = self.loss_fn(output, *self.inputs)
+                loss.backward()
+                with self.backend.range(args.optimizer_name) if annotate else _null():
+                    self.optimizer.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+        _sync(torch, args.device)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def backward_ranges(args: argparse.Namespace, torch: Any, model: Any) -> tuple[Any, Any]:
+    """(context manager around the measured steps, hook handles to remove) for ``--backward-ranges``."""
+    if not args.train or args.backward_ranges == "none" or args.mode not in ("nsys", "time"):
+        return _null(), None
+    if args.backward_ranges == "hooks":
+        from pipeline.capture.annotate import BackwardHookRanges
+
+        return _null(), BackwardHookRanges(model, root_name=args.root_name, depth=args.depth)
+    return torch.autograd.profiler.emit_nvtx(record_shapes=False), None
+
+
 def run_model(args: argparse.Namespace) -> None:
     import torch
 
@@ -95,56 +197,77 @@ def run_model(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     kwargs = json.loads(args.factory_kwargs) if args.factory_kwargs else {}
     dtype = getattr(torch, args.dtype)
-    model = load_factory(args.model)(**kwargs).to(args.device, dtype).eval()
-    inputs = [torch.randn(*parse_shape(s), device=args.device, dtype=dtype) for s in args.input_shape]
-    # Both kinds of range in every mode: NVTX for nsys/ncu, record_function for the PyTorch trace.
-    backend = RangeBackend()
+    model = load_factory(args.model)(**kwargs).to(args.device, dtype)
+    model.train(args.train)
+    inputs = [make_input(torch, s, args.device, dtype) for s in args.input_shape]
+    # NVTX for nsys/ncu, record_function for the PyTorch trace.  Under emit_nvtx every record_function becomes
+    # an NVTX range too (text `name, op_id = N`), so nsys mode then leaves record_function out.
+    emit = args.train and args.mode in ("nsys", "time") and args.backward_ranges == "emit_nvtx"
+    backend = RangeBackend(use_record_function=not (emit and args.mode == "nsys"))
     recorder = LayerRecorder()
     annotator = ModelAnnotator(model, backend, root_name=args.root_name, depth=args.depth, recorder=recorder)
     with torch.no_grad():
         recorder.active = True
         model(*inputs)
         recorder.active = False
-        doc = layer_document(
-            recorder,
-            capture_id=args.capture_id or out.name,
-            model=args.model,
-            root_name=args.root_name,
-            inputs=[parse_shape(s) for s in args.input_shape],
-            dtype=args.dtype,
-        )
-        (out / LAYER_FILE).write_text(json.dumps(doc, indent=1) + "\n")
-        if args.mode == "shapes":
-            annotator.remove()
-            return
-        for _ in range(args.warmup):
-            model(*inputs)
-        _sync(torch, args.device)
-        if args.mode == "torch":
-            from torch.profiler import ProfilerActivity, profile
+    doc = layer_document(
+        recorder,
+        capture_id=args.capture_id or out.name,
+        model=args.model,
+        root_name=args.root_name,
+        inputs=[parse_shape(s) for s in args.input_shape],
+        dtype=args.dtype,
+    )
+    (out / LAYER_FILE).write_text(json.dumps(doc, indent=1) + "\n")
+    if args.mode == "shapes":
+        annotator.remove()
+        return
+    stepper = Stepper(args, torch, model, inputs, backend)
+    stepper.warmup()
+    _sync(torch, args.device)
+    around, hooks = backward_ranges(args, torch, model)
+    times: list[float] = []
+    if args.mode == "torch":
+        from torch.profiler import ProfilerActivity, profile
 
-            activities = [ProfilerActivity.CPU]
-            if args.device.startswith("cuda"):
-                activities.append(ProfilerActivity.CUDA)
-            with profile(activities=activities, record_shapes=True) as prof:
-                for _ in range(args.iters):
-                    with backend.range(args.step_name):
-                        model(*inputs)
-                    _sync(torch, args.device)
-            trace = out / "torch_trace.json"
-            prof.export_chrome_trace(str(trace))
-            with open(trace, "rb") as f, gzip.open(str(trace) + ".gz", "wb", compresslevel=6) as g:
-                shutil.copyfileobj(f, g)
-            trace.unlink()
-        else:
-            torch.cuda.profiler.start()
+        activities = [ProfilerActivity.CPU]
+        if args.device.startswith("cuda"):
+            activities.append(ProfilerActivity.CUDA)
+        with profile(activities=activities, record_shapes=True) as prof:
+            if args.graph:
+                stepper.capture_graph()
             for _ in range(args.iters):
-                with backend.range(args.step_name):
-                    model(*inputs)
-                _sync(torch, args.device)
+                times.append(_timed(stepper.step))
+        trace = out / "torch_trace.json"
+        prof.export_chrome_trace(str(trace))
+        with open(trace, "rb") as f, gzip.open(str(trace) + ".gz", "wb", compresslevel=9) as g:
+            shutil.copyfileobj(f, g)
+        trace.unlink()
+    else:
+        if args.mode != "time":
+            torch.cuda.profiler.start()
+        if args.graph:
+            stepper.capture_graph()
+        with around:
+            for _ in range(args.iters):
+                times.append(_timed(stepper.step))
+        if args.mode != "time":
             torch.cuda.profiler.stop()
+    if hooks is not None:
+        hooks.remove()
     annotator.remove()
+    timing = {"mode": args.mode, "train": args.train, "graph": args.graph, "step_s": times}
+    timing["backward_ranges"] = args.backward_ranges if args.train else None
+    (out / f"timing_{args.mode}.json").write_text(json.dumps(timing) + "\n")
     print(f"tracepipe-runner: {args.mode} done, {len(recorder.calls)} module calls per forward", file=sys.stderr)
+
+
+def _timed(fn: Any) -> float:
+    import time
+
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def run_user_script(args: argparse.Namespace) -> None:
@@ -167,7 +290,7 @@ def run_user_script(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline.capture.runner")
-    p.add_argument("--mode", choices=("nsys", "ncu", "torch", "shapes"), required=True)
+    p.add_argument("--mode", choices=("nsys", "ncu", "torch", "shapes", "time"), required=True)
     p.add_argument("--model", help="MODULE:FACTORY (or file.py:FACTORY)")
     p.add_argument("--factory-kwargs", default="", help="JSON object of keyword arguments for the factory")
     p.add_argument("--input-shape", action="append", default=[], help="one per positional input, e.g. 8,3,224,224")
@@ -180,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-name", default="step")
     p.add_argument("--depth", type=int, default=None)
     p.add_argument("--capture-id", default="")
+    p.add_argument("--train", action="store_true", help="measure training steps (forward, backward, AdamW)")
+    p.add_argument("--loss", default="", help="MODULE:FUNC(output, *inputs) -> scalar; default mean square")
+    p.add_argument("--optimizer-name", default="optimizer", help="range text around optimizer.step()")
+    p.add_argument("--loss-name", default="loss", help="range text around the loss function")
+    p.add_argument("--backward-ranges", choices=("emit_nvtx", "hooks", "none"), default="emit_nvtx")
+    p.add_argument("--graph", action="store_true", help="record the forward as a CUDA graph, replay it per step")
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py args (user-script mode)")
     return p
 

@@ -17,7 +17,14 @@ def with_nesting(ranges: pa.Table) -> pa.Table:
     Start/end ranges may overlap freely, so they get depth 0 and no parent.
     """
     con = duckdb.connect()
-    con.register("ranges", ranges.select(["range_id", "kind", "pid", "tid", "start_ns", "end_ns"]))
+    cols = ["range_id", "kind", "pid", "tid", "start_ns", "end_ns"]
+    view = ranges.select(cols)
+    domain = (
+        ranges.column("domain").cast(pa.string())
+        if "domain" in ranges.column_names
+        else pa.nulls(ranges.num_rows, pa.string())
+    )
+    con.register("ranges", view.append_column("domain", domain))
     nest = con.sql(_SQL).to_arrow_table()
     con.close()
     out = ranges.drop_columns([c for c in ("depth", "parent_id") if c in ranges.column_names])

@@ -24,6 +24,7 @@ import pyarrow as pa
 from pipeline.errors import BadInputError
 from pipeline.normalize import nsys_map
 from pipeline.normalize.nesting import with_nesting
+from pipeline.normalize.op_ranges import split_op_ranges
 from pipeline.normalize.ranks import nsys_capture_ranks
 from pipeline.normalize.source import SQLITE_MAGIC, local_file
 from pipeline.store import TraceWriter
@@ -193,12 +194,62 @@ def kernels_sql(db: Sqlite) -> str:
            {c("staticSharedMemory")} AS static_smem_bytes, {c("dynamicSharedMemory")} AS dynamic_smem_bytes,
            {c("localMemoryPerThread")} AS local_mem_per_thread_bytes,
            {launch_type} AS launch_type,
-           {c("graphId")} AS graph_id, {c("graphNodeId")} AS graph_node_id,
+           {c("graphId", _graph_of(db, t, "k"))} AS graph_id, {c("graphNodeId")} AS graph_node_id,
            {pid} AS pid, {TID.format(col="l.globalTid")} AS tid
     FROM {t} k
     LEFT JOIN launches l ON l.correlationId = {corr} {same_process}
     ORDER BY k.start, {corr}
     """
+
+
+def _graph_of(db: Sqlite, table: str, alias: str) -> str:
+    """The graph of a node: nsys numbers graph nodes ``graphId << 32 | index`` (seen in nsys 2025.3 exports,
+    whose CUDA_GRAPH_NODE_EVENTS and CUDA_GRAPH_EVENTS agree: exec graph 2's nodes are 2<<32 + k)."""
+    return f"({alias}.graphNodeId >> 32)" if "graphNodeId" in db.columns(table) else "NULL"
+
+
+def graph_nodes_sql(db: Sqlite) -> str | None:
+    """CUDA_GRAPH_NODE_EVENTS: when and on which thread each graph node was made (a stream-captured node inside
+    the launch call that made it; an instantiated node points at its original)."""
+    t = "CUDA_GRAPH_NODE_EVENTS"
+    if t not in db.tables or not {"graphNodeId", "start", "globalTid"} <= db.columns(t):
+        return None
+    return f"""
+    SELECT n.graphNodeId AS graph_node_id, (n.graphNodeId >> 32) AS graph_id,
+           {db.col(t, "n", "originalGraphNodeId")} AS original_graph_node_id, n.start AS created_ns,
+           {PID.format(col="n.globalTid")} AS pid, {TID.format(col="n.globalTid")} AS tid
+    FROM {t} n ORDER BY n.start
+    """
+
+
+def graph_launches_sql(db: Sqlite) -> str | None:
+    """CUPTI_ACTIVITY_KIND_GRAPH_TRACE: whole-graph executions (nsys --cuda-graph-trace=graph), no kernels."""
+    t = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    if t not in db.tables:
+        return None
+    c = lambda name: db.col(t, "g", name)  # noqa: E731
+    return f"""
+    SELECT row_number() OVER (ORDER BY g.start) - 1 AS launch_id, {c("deviceId")} AS device_id,
+           {c("contextId")} AS context_id, {c("streamId")} AS stream_id, {c("correlationId")} AS correlation_id,
+           g.start AS start_ns, g."end" AS end_ns, g."end" - g.start AS duration_ns,
+           {c("graphId")} AS graph_id, {c("graphExecId")} AS graph_exec_id,
+           {PID.format(col="g.globalPid") if "globalPid" in db.columns(t) else "NULL"} AS pid
+    FROM {t} g ORDER BY g.start
+    """
+
+
+def _whole_graph_warning(db: Sqlite) -> list[str]:
+    t = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    if t not in db.tables:
+        return []
+    n, ns = db.arrow(f'SELECT count(*), coalesce(sum("end" - start), 0) FROM {t}').to_pylist()[0].values()
+    if not n:
+        return []
+    return [
+        f"{n} CUDA graph launches ({ns} ns of GPU time) were recorded as whole graphs, without their kernels: "
+        "they are in table graph_launches but on no layer; re-capture with `nsys profile "
+        "--cuda-graph-trace=node` (tracepipe capture nsys does) to see each kernel"
+    ]
 
 
 def api_calls_sql(db: Sqlite) -> str | None:
@@ -278,7 +329,7 @@ def memcpy_sql(db: Sqlite) -> str | None:
            {c("contextId")} AS context_id, {c("streamId")} AS stream_id, {c("correlationId")} AS correlation_id,
            m.start AS start_ns, m."end" AS end_ns, m."end" - m.start AS duration_ns, {c("bytes")} AS bytes,
            {_enum_label(db, "ENUM_CUDA_MEMCPY_OPER", "m.copyKind") if db.has(t, "copyKind") else "NULL"} AS kind,
-           {kind("srcKind")} AS src_kind, {kind("dstKind")} AS dst_kind,
+           {kind("srcKind")} AS src_kind, {kind("dstKind")} AS dst_kind, {c("graphNodeId")} AS graph_node_id,
            {PID.format(col="m.globalPid") if db.has(t, "globalPid") else "NULL"} AS pid
     FROM {t} m ORDER BY m.start
     """
@@ -294,7 +345,7 @@ def memset_sql(db: Sqlite) -> str | None:
     SELECT row_number() OVER (ORDER BY m.start) - 1 AS set_id, {c("deviceId")} AS device_id,
            {c("contextId")} AS context_id, {c("streamId")} AS stream_id, {c("correlationId")} AS correlation_id,
            m.start AS start_ns, m."end" AS end_ns, m."end" - m.start AS duration_ns, {c("bytes")} AS bytes,
-           {c("value")} AS value, {mem_kind} AS mem_kind,
+           {c("value")} AS value, {mem_kind} AS mem_kind, {c("graphNodeId")} AS graph_node_id,
            {PID.format(col="m.globalPid") if db.has(t, "globalPid") else "NULL"} AS pid
     FROM {t} m ORDER BY m.start
     """
@@ -407,7 +458,7 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
                 raise BadInputError(
                     shown, f"no {KERNEL_TABLE} table: the capture has no CUDA kernels (was it run with -t cuda?)"
                 )
-            warnings = _usable_tables(db) + _unended_ranges(db)
+            warnings = _usable_tables(db) + _unended_ranges(db) + _whole_graph_warning(db)
             writer.write_batches("kernels", db.batches(kernels_sql(db)))
             for table, sql in (
                 ("api_calls", api_calls_sql(db)),
@@ -415,12 +466,17 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
                 ("memcpy", memcpy_sql(db)),
                 ("memset", memset_sql(db)),
                 ("devices", devices_sql(db)),
+                ("graph_nodes", graph_nodes_sql(db)),
+                ("graph_launches", graph_launches_sql(db)),
             ):
                 if sql is not None:
                     writer.write_batches(table, db.batches(sql))
             ranges_sql = nvtx_ranges_sql(db)
             if ranges_sql is not None:
-                writer.write("nvtx_ranges", with_nesting(db.arrow(ranges_sql)))
+                ranges, ops = split_op_ranges(db.arrow(ranges_sql))  # emit_nvtx op ranges are ops, not layers
+                writer.write("nvtx_ranges", with_nesting(ranges))
+                if ops is not None:
+                    writer.write("ops", ops)
             meta = read_meta(db)
             return {**meta, "warnings": warnings + _missing_columns(db)}
         finally:

@@ -96,4 +96,9 @@ ADDED_LATER: dict[tuple[str, str], str] = {
     ("CUPTI_ACTIVITY_KIND_KERNEL", "mangledName"): "export schema 2.9 (nsys 2022.2)",
     ("NVTX_EVENTS", "textId"): "nsys 2021",
     ("NVTX_EVENTS", "domainId"): "nsys 2021",
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "graphNodeId"): "CUDA graph node tracing (nsys --cuda-graph-trace=node)",
+    ("CUPTI_ACTIVITY_KIND_MEMSET", "graphNodeId"): "CUDA graph node tracing (nsys --cuda-graph-trace=node)",
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "graphNodeId"): "CUDA graph node tracing (nsys --cuda-graph-trace=node)",
+    ("CUDA_GRAPH_NODE_EVENTS", "originalGraphNodeId"): "CUDA graph node tracing",
+    ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "graphExecId"): "CUDA graph tracing",
 }

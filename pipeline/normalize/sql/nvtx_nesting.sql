@@ -1,34 +1,36 @@
--- Depth and parent of push/pop ranges, per CPU thread, by sorting instead of a self-join.
--- Input:  ranges(range_id, kind, pid, tid, start_ns, end_ns)   (times in ns)
+-- Depth and parent of push/pop ranges, per CPU thread and NVTX domain (as nsys nests them), by sorting
+-- instead of a self-join: a range of another domain (CUB's CCCL, a user library's) neither nests in nor
+-- encloses the model's ranges.
+-- Input:  ranges(range_id, kind, domain, pid, tid, start_ns, end_ns)   (times in ns)
 -- Output: range_id, depth (0 = outermost), parent_id (NULL at depth 0)
 -- Push/pop ranges on one thread nest properly, so a range's depth is the number of
 -- ranges started before it (in start order, enclosing ones first) minus those that
 -- already ended, and its parent is the latest-started range one level up: both are
 -- sort + ASOF lookups (n log n), which a BETWEEN self-join is not.
 WITH pp AS (
-    SELECT range_id, pid, tid, start_ns, end_ns
+    SELECT range_id, pid, coalesce(domain, '') AS dkey, tid, start_ns, end_ns
     FROM ranges
     WHERE kind = 'push_pop' AND end_ns >= start_ns
 ),
 ordered AS (
     SELECT *,
-           row_number() OVER (PARTITION BY pid, tid ORDER BY start_ns, end_ns DESC, range_id) - 1 AS started_before
+           row_number() OVER (PARTITION BY pid, tid, dkey ORDER BY start_ns, end_ns DESC, range_id) - 1 AS started_before
     FROM pp
 ),
 ends AS (
-    SELECT pid, tid, end_ns,
-           sum(count(*)) OVER (PARTITION BY pid, tid ORDER BY end_ns) AS ended
+    SELECT pid, tid, dkey, end_ns,
+           sum(count(*)) OVER (PARTITION BY pid, tid, dkey ORDER BY end_ns) AS ended
     FROM pp
-    GROUP BY pid, tid, end_ns
+    GROUP BY pid, tid, dkey, end_ns
 ),
 depths AS (
-    SELECT o.range_id, o.pid, o.tid, o.start_ns,
+    SELECT o.range_id, o.pid, o.tid, o.dkey, o.start_ns,
            CAST(o.started_before - coalesce(e.ended, 0) + CAST(o.end_ns <= o.start_ns AS INTEGER) AS INTEGER) AS depth
     FROM ordered o
     ASOF LEFT JOIN ends e
-      ON o.pid = e.pid AND o.tid = e.tid AND o.start_ns >= e.end_ns
+      ON o.pid = e.pid AND o.tid = e.tid AND o.dkey = e.dkey AND o.start_ns >= e.end_ns
 )
 SELECT d.range_id, d.depth, p.range_id AS parent_id
 FROM depths d
 ASOF LEFT JOIN depths p
-  ON d.pid = p.pid AND d.tid = p.tid AND d.depth - 1 = p.depth AND d.start_ns >= p.start_ns
+  ON d.pid = p.pid AND d.tid = p.tid AND d.dkey = p.dkey AND d.depth - 1 = p.depth AND d.start_ns >= p.start_ns

@@ -1,0 +1,66 @@
+"""PyTorch op ranges in NVTX (``torch.autograd.profiler.emit_nvtx``) -> the ``ops`` table, not layer ranges.
+
+Under ``emit_nvtx`` every op PyTorch records becomes an NVTX push/pop range in the default domain whose text
+is ``<name>[, seq = N][, op_id = M][, sizes = [...]][, input_op_ids = ...]`` (torch's ``getNvtxStr``):
+forward ops carry the autograd sequence number of the node they create, backward nodes
+(``AddmmBackward0, seq = N``) the number of the node they evaluate.  These are ops, not layers: left among
+the ranges they would become the innermost "layer" of every kernel.  So they move to ``ops`` (name without
+the suffixes, ``sequence_number``), where the attribution view links backward to forward exactly as for the
+PyTorch profiler's ``Sequence number``.  ``autograd::engine::evaluate_function: XBackward0`` carries no
+number in NVTX; it takes that of the ``XBackward0`` op it wraps (the first backward op started inside it on
+its thread), as the PyTorch profiler records it.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+#: Text that marks an op range: a suffix getNvtxStr adds, or a PyTorch op namespace (older torch writes
+#: ops without sequence number and op id as the bare name).
+_IS_OP = (
+    "kind = 'push_pop' AND domain IS NULL AND ("
+    r"regexp_matches(CAST(text AS VARCHAR), ', (seq|op_id) = \d+') OR "
+    r"regexp_matches(CAST(text AS VARCHAR), '^(aten|autograd|prim|c10d|profiler)::'))"
+)
+_NAME = r"regexp_replace(CAST(text AS VARCHAR), ', (seq|op_id|sizes|input_op_ids) = .*$', '')"
+
+_SQL = f"""
+WITH r AS (SELECT *, {_IS_OP} AS is_op FROM ranges),
+o AS (
+    SELECT {_NAME} AS name, start_ns, end_ns, duration_ns, pid, tid,
+           CAST(nullif(regexp_extract(CAST(text AS VARCHAR), ', seq = (\\d+)', 1), '') AS BIGINT) AS seq
+    FROM r WHERE is_op
+),
+nodes AS (SELECT * FROM o WHERE seq IS NOT NULL AND regexp_matches(name, 'Backward[0-9]*$')),
+evals AS (   -- the wrapper takes the number of the first backward node started inside it
+    SELECT e.name, e.start_ns, e.end_ns, e.duration_ns, e.pid, e.tid,
+           CASE WHEN n.start_ns <= e.end_ns THEN n.seq END AS seq
+    FROM (SELECT * FROM o WHERE seq IS NULL AND name LIKE 'autograd::engine::evaluate_function:%') e
+    ASOF LEFT JOIN nodes n ON n.pid IS NOT DISTINCT FROM e.pid AND n.tid = e.tid AND n.start_ns >= e.start_ns
+),
+all_ops AS (
+    SELECT * FROM o WHERE NOT (seq IS NULL AND name LIKE 'autograd::engine::evaluate_function:%')
+    UNION ALL SELECT * FROM evals
+)
+SELECT row_number() OVER (ORDER BY start_ns, end_ns DESC, name) - 1 AS op_id, name, start_ns, end_ns, duration_ns,
+       pid, tid, seq AS sequence_number
+FROM all_ops ORDER BY op_id
+"""
+
+
+def split_op_ranges(ranges: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+    """(layer ranges with ids renumbered in start order, ops) -- ops is None when the trace has no op ranges."""
+    con = duckdb.connect()
+    con.register("ranges", ranges)
+    n_ops = con.execute(f"SELECT count(*) FROM ranges WHERE {_IS_OP}").fetchall()[0][0]
+    if not n_ops:
+        con.close()
+        return ranges, None
+    ops = con.sql(_SQL).to_arrow_table()
+    kept = con.sql(
+        f"""SELECT * REPLACE (row_number() OVER (ORDER BY start_ns, end_ns DESC, range_id) - 1 AS range_id)
+            FROM ranges WHERE NOT coalesce({_IS_OP}, false) ORDER BY range_id"""
+    ).to_arrow_table()
+    con.close()
+    return kept.cast(ranges.schema), ops

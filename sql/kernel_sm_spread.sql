@@ -1,0 +1,77 @@
+-- kernel_sm_spread: per ncu launch, the round-robin dispatch model's spread of blocks over SMs beside the spread
+-- ncu measured per SM (blocks launched, active cycles, warp instructions: .min/.max/.avg over the SMs).
+-- Inputs:  ncu_kernels (grid, block, NVTX stack), ncu_metrics (long table: launch__sm_count and the per-SM
+--          counters of `tracepipe capture ncu --sm-counters`), ncu_kernel_metrics (occupancy limits, duration)
+-- Output, one row per launch:
+--   trace_id, launch_id, layer (innermost NVTX range), name, blocks, threads_per_block, sm_count,
+--   resident_blocks_per_sm (ncu's own limit: the least of launch__occupancy_limit_*), duration_ns,
+--   model_max_blocks (ceil(blocks / sm_count)), model_min_blocks (blocks // sm_count), model_mean_blocks
+--   (blocks / sm_count), model_block_imbalance (max / mean), model_idle_sms (SMs without a block),
+--   model_max_rounds (ceil(model_max_blocks / resident): rounds of resident blocks the busiest SM runs),
+--   model_mean_rounds (mean over SMs of ceil(blocks on it / resident)), model_round_imbalance (max / mean rounds:
+--   what the model predicts for active cycles when every block takes the same time),
+--   ctas_min, ctas_max, ctas_avg (sm__ctas_launched: blocks each SM ran), cycles_min, cycles_max, cycles_avg
+--   (sm__cycles_active: cycles each SM had a block resident), inst_min, inst_max, inst_avg (sm__inst_executed:
+--   warp instructions per SM),
+--   measured_block_imbalance (ctas_max / ctas_avg), measured_cycle_imbalance (cycles_max / cycles_avg),
+--   measured_inst_imbalance (inst_max / inst_avg),
+--   blocks_as_modelled (ncu's per-SM block min and max equal the model's: dispatch was round-robin-even),
+--   cycle_vs_model (measured_cycle_imbalance / model_round_imbalance: 1 = the model's time spread holds;
+--   > 1 = SMs differ more than block counts explain, e.g. a block's time depends on where its tile lies).
+-- Columns are NULL where a counter was not collected (captures without --sm-counters lack sm__ctas_launched and
+-- sm__inst_executed; ncu's WorkloadDistribution section already gives sm__cycles_active).
+WITH m AS (
+    SELECT trace_id, launch_id,
+           max(value) FILTER (WHERE metric = 'launch__sm_count') AS sm_count,
+           max(value) FILTER (WHERE metric = 'sm__ctas_launched.min') AS ctas_min,
+           max(value) FILTER (WHERE metric = 'sm__ctas_launched.max') AS ctas_max,
+           max(value) FILTER (WHERE metric = 'sm__ctas_launched.avg') AS ctas_avg,
+           max(value) FILTER (WHERE metric = 'sm__cycles_active.min') AS cycles_min,
+           max(value) FILTER (WHERE metric = 'sm__cycles_active.max') AS cycles_max,
+           max(value) FILTER (WHERE metric = 'sm__cycles_active.avg') AS cycles_avg,
+           max(value) FILTER (WHERE metric = 'sm__inst_executed.min') AS inst_min,
+           max(value) FILTER (WHERE metric = 'sm__inst_executed.max') AS inst_max,
+           max(value) FILTER (WHERE metric = 'sm__inst_executed.avg') AS inst_avg
+    FROM ncu_metrics
+    WHERE rule IS NULL AND (metric = 'launch__sm_count' OR metric LIKE 'sm\_\_ctas\_launched.%' ESCAPE '\'
+                            OR metric LIKE 'sm\_\_cycles\_active.%' ESCAPE '\'
+                            OR metric LIKE 'sm\_\_inst\_executed.%' ESCAPE '\')
+    GROUP BY trace_id, launch_id
+), k AS (
+    SELECT k.trace_id, k.launch_id, regexp_extract(k.nvtx_push_pop, '[^/]+$') AS layer, k.name,
+           try_cast(k.grid_x::HUGEINT * k.grid_y * k.grid_z AS BIGINT) AS blocks,
+           try_cast(k.block_x::HUGEINT * k.block_y * k.block_z AS BIGINT) AS threads_per_block,
+           m.sm_count::BIGINT AS sm_count,
+           least(x.limit_blocks, x.limit_registers, x.limit_shared_mem, x.limit_warps, x.limit_barriers)::BIGINT
+               AS resident_blocks_per_sm,
+           x.duration_ns, m.* EXCLUDE (trace_id, launch_id, sm_count)
+    FROM ncu_kernels k
+    LEFT JOIN m USING (trace_id, launch_id)
+    LEFT JOIN ncu_kernel_metrics x USING (trace_id, launch_id)
+), model AS (
+    SELECT *,
+           ((blocks::HUGEINT + sm_count - 1) // sm_count)::BIGINT AS model_max_blocks,
+           blocks // sm_count AS model_min_blocks,
+           blocks / sm_count AS model_mean_blocks,
+           greatest(sm_count - blocks, 0) AS model_idle_sms,
+           greatest(resident_blocks_per_sm, 1) AS r
+    FROM k
+), rounds AS (
+    SELECT *,
+           (model_max_blocks + r - 1) // r AS model_max_rounds,
+           ((blocks % sm_count) * ((model_min_blocks + 1 + r - 1) // r)
+            + (sm_count - blocks % sm_count) * ((model_min_blocks + r - 1) // r)) / sm_count AS model_mean_rounds
+    FROM model
+)
+SELECT trace_id, launch_id, layer, name, blocks, threads_per_block, sm_count, resident_blocks_per_sm, duration_ns,
+       model_max_blocks, model_min_blocks, model_mean_blocks, model_max_blocks / model_mean_blocks AS model_block_imbalance,
+       model_idle_sms, model_max_rounds, model_mean_rounds,
+       model_max_rounds / nullif(model_mean_rounds, 0) AS model_round_imbalance,
+       ctas_min, ctas_max, ctas_avg, cycles_min, cycles_max, cycles_avg, inst_min, inst_max, inst_avg,
+       ctas_max / nullif(ctas_avg, 0) AS measured_block_imbalance,
+       cycles_max / nullif(cycles_avg, 0) AS measured_cycle_imbalance,
+       inst_max / nullif(inst_avg, 0) AS measured_inst_imbalance,
+       ctas_min = model_min_blocks AND ctas_max = model_max_blocks AS blocks_as_modelled,
+       cycles_max / nullif(cycles_avg, 0) / nullif(model_max_rounds / nullif(model_mean_rounds, 0), 0) AS cycle_vs_model
+FROM rounds
+ORDER BY trace_id, launch_id

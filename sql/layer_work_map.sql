@@ -1,0 +1,73 @@
+-- layer_work_map: per layer and kernel, the module call's outputs and MACs divided over blocks, threads and SMs.
+-- Inputs:  kernel_layers (each kernel's innermost range = the module call), kernel_waves (blocks, SMs, resident
+--          blocks, the round-robin split), layer_call_shapes (output elements and analytic MACs of one call),
+--          kernel_tiles (tile of compute kernels), device_limits (projected_device)
+-- Output, one row per timeline kernel:
+--   trace_id, kernel_id, device_id, projected_device (NULL = the traced device; else the device whose limits
+--   the SM columns assume: a projection), path, layer, module_type, name,
+--   output_elements (elements of one call's first output), analytic_macs (one call),
+--   blocks, threads_per_block, total_threads,
+--   outputs_per_block, outputs_per_thread (output_elements / blocks, / total_threads: an even split of the call's
+--   output over the kernel's blocks and threads),
+--   is_mac_kernel (the name matches kernel_tile_patterns: a GEMM / conv / attention kernel), mac_kernels_in_call
+--   (such kernels launched by the same call), macs_per_block, macs_per_thread (the call's MACs over this kernel's
+--   blocks / threads when it is the call's only MAC kernel; 0 for the other kernels of the call: layout
+--   transforms, bias, activation; NULL with a reason when several kernels share the MACs),
+--   tile_m, tile_n (output tile per block from the name), tile_outputs_per_block (tile_m * tile_n *
+--   tiles_per_block: padded outputs a block computes), output_coverage, predicted_macs_ratio (kernel_tiles),
+--   sm_count, resident_blocks_per_sm, waves,
+--   max_blocks_per_sm, min_blocks_per_sm, sms_at_max (round-robin dispatch: sms_at_max SMs run max_blocks_per_sm
+--   blocks, the rest min_blocks_per_sm), idle_sms,
+--   outputs_per_sm_max, outputs_per_sm_min, macs_per_sm_max, macs_per_sm_min (blocks on that SM * per block),
+--   reason (why shape-derived columns are NULL; NULL when all are known).
+-- Per-SM figures are the dispatch model of kernel_sm_load (estimated, not measured): kernel_sm_spread compares
+-- it with ncu's per-SM counters.
+WITH k AS (
+    SELECT l.trace_id, l.kernel_id, l.range_id, l.path, l.layer, w.device_id, w.name, w.blocks,
+           w.threads_per_block, try_cast(w.blocks::HUGEINT * w.threads_per_block AS BIGINT) AS total_threads, w.sm_count,
+           w.resident_blocks_per_sm, w.waves, w.full_blocks_per_sm, w.extra_block_sms,
+           regexp_replace(l.trace_id, '\.[^.]*$', '') AS capture_id,
+           t.kernel_id IS NOT NULL AS is_mac_kernel, t.tile_m, t.tile_n, t.tiles_per_block, t.output_coverage,
+           t.predicted_macs_ratio
+    FROM kernel_layers l
+    JOIN kernel_waves w USING (trace_id, kernel_id)
+    LEFT JOIN kernel_tiles t ON t.source = 'kernels' AND t.trace_id = l.trace_id AND t.kernel_id = l.kernel_id
+), c AS (
+    SELECT k.*,
+           count(*) FILTER (WHERE is_mac_kernel) OVER (PARTITION BY trace_id, range_id) AS mac_kernels_in_call,
+           s.module_type, s.output_elements, s.analytic_macs, s.same_calls, s.capture_id IS NOT NULL AS has_shape
+    FROM k
+    LEFT JOIN layer_call_shapes s ON s.capture_id = k.capture_id AND s.layer = k.layer
+), m AS (
+    SELECT c.*,
+           c.output_elements / c.blocks AS outputs_per_block,
+           c.output_elements / c.total_threads AS outputs_per_thread,  -- NULL past BIGINT (see kernel_waves)
+           CASE WHEN c.analytic_macs = 0 OR NOT c.is_mac_kernel THEN 0.0
+                WHEN c.mac_kernels_in_call = 1 THEN c.analytic_macs / c.blocks END AS macs_per_block,
+           c.full_blocks_per_sm + (c.extra_block_sms > 0)::BIGINT AS max_blocks_per_sm,
+           c.full_blocks_per_sm AS min_blocks_per_sm,
+           CASE WHEN c.extra_block_sms > 0 THEN c.extra_block_sms ELSE c.sm_count END AS sms_at_max,
+           greatest(c.sm_count - c.blocks, 0) AS idle_sms
+    FROM c
+)
+SELECT m.trace_id, m.kernel_id, m.device_id, d.projected_device, m.path, m.layer, m.module_type, m.name,
+       m.output_elements, m.analytic_macs, m.blocks, m.threads_per_block, m.total_threads,
+       m.outputs_per_block, m.outputs_per_thread, m.is_mac_kernel, m.mac_kernels_in_call,
+       m.macs_per_block, m.macs_per_block / m.threads_per_block AS macs_per_thread,
+       m.tile_m, m.tile_n, m.tile_m * m.tile_n * m.tiles_per_block AS tile_outputs_per_block,
+       m.output_coverage, m.predicted_macs_ratio,
+       m.sm_count, m.resident_blocks_per_sm, m.waves, m.max_blocks_per_sm, m.min_blocks_per_sm, m.sms_at_max,
+       m.idle_sms,
+       m.max_blocks_per_sm * m.outputs_per_block AS outputs_per_sm_max,
+       m.min_blocks_per_sm * m.outputs_per_block AS outputs_per_sm_min,
+       m.max_blocks_per_sm * m.macs_per_block AS macs_per_sm_max,
+       m.min_blocks_per_sm * m.macs_per_block AS macs_per_sm_min,
+       CASE WHEN m.layer IS NULL THEN 'kernel outside every annotated module'
+            WHEN NOT m.has_shape THEN 'layer not in layer_shapes (capture without shapes, or not a module range)'
+            WHEN NOT m.same_calls THEN 'calls of this layer differ in shape: not mapped'
+            WHEN m.analytic_macs IS NULL THEN 'module type ' || m.module_type || ' not analysed: MACs unknown'
+            WHEN m.macs_per_block IS NULL
+                THEN m.mac_kernels_in_call || ' MAC kernels in one call: the MACs are not split among them'
+       END AS reason
+FROM m
+LEFT JOIN device_limits d ON d.trace_id = m.trace_id AND d.device_id IS NOT DISTINCT FROM m.device_id
