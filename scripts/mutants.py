@@ -49,7 +49,7 @@ MUTANTS: list[Mutant] = [
     # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
     Mutant(
         "equal_start_outer_wins",
-        "sql/kernel_layers.sql",
+        "sql/gpu_op_layers.sql",
         "arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns",
         "arg_min(range_id, depth) AS range_id, arg_min(end_ns, depth) AS end_ns",
         "among ranges starting at the same instant, the inner (deeper) one is the innermost",
@@ -57,7 +57,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "latest_call_is_launch",
-        "sql/kernel_layers.sql",
+        "sql/gpu_op_layers.sql",
         "arg_min(call_id, start_ns) AS call_id, min(start_ns) AS start_ns, arg_min(tid, start_ns) AS tid",
         "arg_max(call_id, start_ns) AS call_id, max(start_ns) AS start_ns, arg_max(tid, start_ns) AS tid",
         "of several API calls sharing a correlation id, the earliest is the launch",
@@ -65,7 +65,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "outermost_start_end_wins",
-        "sql/kernel_layers.sql",
+        "sql/gpu_op_layers.sql",
         "arg_max(r.range_id, r.start_ns)",
         "arg_min(r.range_id, r.start_ns)",
         "of overlapping start/end ranges enclosing a launch, the latest-started (innermost) wins",
@@ -91,7 +91,7 @@ MUTANTS: list[Mutant] = [
     # --- more rules ----------------------------------------------------------------------------------------
     Mutant(
         "launch_on_range_end_is_outside",
-        "sql/kernel_layers.sql",
+        "sql/gpu_op_layers.sql",
         "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t",
         "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns > t",
         "a launch exactly at a range's end is inside it (closed interval, as nsys)",
@@ -124,8 +124,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "share_of_all_traces",
         "sql/layer_summary.sql",
-        "sum(p.gpu_time_ns) OVER (PARTITION BY p.trace_id) AS share_pct",
-        "sum(p.gpu_time_ns) OVER () AS share_pct",
+        "OVER (PARTITION BY p.trace_id), 0) AS share_pct",
+        "OVER (), 0) AS share_pct",
         "a layer's share is of its own trace's kernel time",
         ("tests/test_attribution.py", "tests/test_ranks.py"),
     ),

@@ -355,7 +355,6 @@ def common(f: Any) -> Any:
         click.option("--step-name", default="step", show_default=True, help="Range text of one measured forward."),
         click.option("--depth", type=int, default=None, help="Annotate modules down to this depth (root = 0)."),
         click.option("--lib-dir", type=click.Path(path_type=Path), help="Prepended to LD_LIBRARY_PATH (libdw)."),
-        click.option("--gzip/--no-gzip", "gzip_sqlite", default=True, show_default=True, help="Gzip nsys.sqlite."),
         click.option("--train", is_flag=True, help="Measure training steps: forward, loss, backward, AdamW step."),
         click.option("--loss", default="", help="MODULE:FUNC(output, *inputs) -> scalar (default: mean square)."),
         click.option(
@@ -378,6 +377,11 @@ def common(f: Any) -> Any:
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def gzip_option(f: Any) -> Any:
+    """Only the nsys step writes a .sqlite, so only nsys and all offer to gzip it."""
+    return click.option("--gzip/--no-gzip", "gzip_sqlite", default=True, show_default=True, help="Gzip nsys.sqlite.")(f)
 
 
 def ncu_options(f: Any) -> Any:
@@ -427,7 +431,7 @@ def make_job(kw: dict[str, Any]) -> Job:
         depth=kw["depth"],
         script=script,
         lib_dir=kw["lib_dir"].resolve() if kw["lib_dir"] else None,
-        gzip_sqlite=kw["gzip_sqlite"],
+        gzip_sqlite=kw.get("gzip_sqlite", True),
         train=kw.get("train", False),
         loss=kw.get("loss", ""),
         backward_ranges=kw.get("backward_ranges", "emit_nvtx"),
@@ -454,7 +458,48 @@ def capture() -> None:
     """
 
 
+#: Where the NVIDIA driver lists the GPUs it drives (one folder per GPU), and its CLI.
+NVIDIA_PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def gpu_count() -> int:
+    """GPUs the NVIDIA driver sees: its /proc listing, else ``nvidia-smi -L``; 0 without a driver."""
+    if NVIDIA_PROC_GPUS.is_dir():
+        return sum(1 for _ in NVIDIA_PROC_GPUS.iterdir())
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+
+
+def preflight(command: str, steps: list[str], device: str) -> str | None:
+    """What this machine lacks for the capture, in one line (None when nothing): checked before any
+    folder is made or model run, so a CPU box answers in a second instead of a traceback."""
+    missing = []
+    # nsys and ncu record GPU work whatever device the model is on; torch needs a GPU only for cuda
+    needs_gpu = device.startswith("cuda") or any(s in ("nsys", "ncu") for s in steps)
+    if needs_gpu and gpu_count() == 0:
+        missing.append(f"an NVIDIA GPU (none found: no {NVIDIA_PROC_GPUS}, nvidia-smi lists none)")
+    if len(steps) == 1 and steps[0] in ("nsys", "ncu") and find_tool(steps[0]) is None:
+        missing.append(f"{steps[0]} (not on PATH nor under /opt/nvidia or /usr/local/cuda)")
+    if not missing:
+        return None
+    hint = "run it on a GPU host with Nsight installed (docs/capture.md)"
+    if command == "torch":
+        hint = "run it on a GPU host, or record on the CPU with --device cpu"
+    return f"capture {command} needs {' and '.join(missing)}: {hint}"
+
+
 def _run(kw: dict[str, Any], steps: list[str], ncu_kw: dict[str, Any] | None = None) -> None:
+    command = "all" if len(steps) > 1 else steps[0]
+    problem = preflight(command, steps, kw["device"])
+    if problem is not None:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
     job = make_job(kw)
     failures: list[str] = []
     for step in ["shapes", *steps]:
@@ -480,8 +525,16 @@ def _run(kw: dict[str, Any], steps: list[str], ncu_kw: dict[str, Any] | None = N
 
 @capture.command()
 @common
+@gzip_option
 def nsys(**kw: Any) -> None:
-    """nsys profile (CUDA + NVTX) of the measured forwards, exported to nsys.sqlite.gz."""
+    """nsys profile (CUDA + NVTX) of the measured forwards, exported to nsys.sqlite.gz.
+
+    \b
+    Examples:
+      tracepipe capture nsys -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture nsys -m mymodel.py:build --factory-kwargs '{"width": 64}' -i 4,3,32,32 -o cap/mine
+      tracepipe capture nsys -o cap/train --lib-dir /tmp/dw/usr/lib/x86_64-linux-gnu -- python train.py
+    """
     _run(kw, ["nsys"])
 
 
@@ -489,20 +542,42 @@ def nsys(**kw: Any) -> None:
 @common
 @ncu_options
 def ncu(**kw: Any) -> None:
-    """ncu of one measured forward: ncu_raw.csv (raw page) and ncu_details.csv.gz (sections)."""
+    """ncu of one measured forward: ncu_raw.csv (raw page) and ncu_details.csv.gz (sections).
+
+    \b
+    Examples:
+      tracepipe capture ncu -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture ncu -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/r18 --launch-count 50
+      tracepipe capture ncu -o cap/r18 --nvtx-include 'step/model/layer1/' -- python infer.py
+    """
     _run(kw, ["ncu"], ncu_kwargs(kw))
 
 
 @capture.command()
 @common
 def torch(**kw: Any) -> None:
-    """PyTorch profiler chrome trace of the measured forwards (torch_trace.json.gz)."""
+    """PyTorch profiler chrome trace of the measured forwards (torch_trace.json.gz).
+
+    \b
+    Examples:
+      tracepipe capture torch -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture torch -m torchvision.models:resnet18 -i 1,3,64,64 -o cap/cpu --device cpu
+      tracepipe capture torch -o cap/train -- python train.py --epochs 1
+    """
     _run(kw, ["torch"])
 
 
 @capture.command(name="all")
 @common
+@gzip_option
 @ncu_options
 def all_(**kw: Any) -> None:
-    """nsys, then torch, then ncu, into one folder; one failing tool does not stop the others."""
+    """nsys, then torch, then ncu, into one folder; one failing tool does not stop the others.
+
+    \b
+    Examples:
+      tracepipe capture all -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/resnet18
+      tracepipe capture all -m torchvision.models:resnet18 -i 8,3,224,224 -o cap/r18 --depth 2 --launch-count 0
+      tracepipe capture all -o cap/mine -- python train.py --epochs 1
+    """
     _run(kw, ["nsys", "torch", "ncu"], ncu_kwargs(kw))

@@ -1,0 +1,199 @@
+"""The command line's surface (issue 14): output formats, one-line errors, nothing-to-do exits, generated help."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import click
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import ROOT, SMALLCNN
+
+
+def tp(*args: object, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        check=False,
+    )
+
+
+def one_line_error(r: subprocess.CompletedProcess, code: int) -> str:
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    return r.stderr
+
+
+def raw_kernels(nsys_sqlite: Path) -> list[tuple[int, int]]:
+    """(start, duration) of every kernel, straight from the nsys export."""
+    con = sqlite3.connect(nsys_sqlite)
+    return con.execute('SELECT start, "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start').fetchall()
+
+
+def test_output_format_from_the_extension(nsys_out: Path, nsys_sqlite: Path, tmp_path: Path) -> None:
+    q = "SELECT start_ns, duration_ns FROM kernels ORDER BY start_ns"
+    expected = raw_kernels(nsys_sqlite)
+    for name in ("k.parquet", "k.csv", "k.json"):
+        r = tp("sql", nsys_out, q, "-o", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+    assert [tuple(r.values()) for r in pq.read_table(tmp_path / "k.parquet").to_pylist()] == expected
+    rows = list(csv.reader(io.StringIO((tmp_path / "k.csv").read_text())))
+    assert rows[0] == ["start_ns", "duration_ns"] and [tuple(map(int, r)) for r in rows[1:]] == expected
+    lines = (tmp_path / "k.json").read_text().splitlines()
+    assert [tuple(json.loads(line).values()) for line in lines] == expected
+    # --format still wins over the extension; an unknown extension without --format is one line, exit 2
+    r = tp("sql", nsys_out, q, "-o", tmp_path / "k.txt", "--format", "csv")
+    assert r.returncode == 0 and (tmp_path / "k.txt").read_text().startswith("start_ns,duration_ns\n")
+    assert "cannot tell the format" in one_line_error(tp("sql", nsys_out, q, "-o", tmp_path / "k.dat"), 2)
+
+
+def test_output_into_a_missing_folder_is_one_line(nsys_out: Path, tmp_path: Path) -> None:
+    err = one_line_error(tp("sql", nsys_out, "SELECT 1", "-o", tmp_path / "nope" / "x.parquet"), 2)
+    assert "no folder" in err and ".tmp-" not in err
+    assert not (tmp_path / "nope").exists()
+    err = one_line_error(tp("sql", nsys_out, "SELECT 1", "-o", nsys_out / "trace_meta" / "x.csv"), 2)
+    assert "inside the normalized data" in err
+
+
+def test_csv_writes_list_columns_as_json_text(nsys_out: Path, nsys_sqlite: Path) -> None:
+    q = (
+        "SELECT trace_id, list(duration_ns ORDER BY start_ns) AS durations, "
+        "list('d' || duration_ns ORDER BY start_ns) AS labels FROM kernels GROUP BY 1"
+    )
+    r = tp("sql", nsys_out, q, "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    (header, row) = list(csv.reader(io.StringIO(r.stdout)))
+    assert header == ["trace_id", "durations", "labels"]
+    durations = [d for _, d in raw_kernels(nsys_sqlite)]
+    assert json.loads(row[1]) == durations
+    assert json.loads(row[2]) == [f"d{d}" for d in durations]  # strings quoted: JSON, not DuckDB's [a, b]
+
+
+def test_json_keeps_numbers_numbers(nsys_out: Path, nsys_sqlite: Path) -> None:
+    q = (
+        "SELECT sum(duration_ns) AS total, sum(duration_ns::HUGEINT) AS huge, "
+        "sum(duration_ns)::DECIMAL(20, 3) / 1000 AS total_us, 2::DECIMAL(4,1) AS two FROM kernels"
+    )
+    r = tp("sql", nsys_out, q, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout, parse_float=Decimal)
+    total = sum(d for _, d in raw_kernels(nsys_sqlite))
+    assert row == {"total": total, "huge": total, "total_us": Decimal(total) / 1000, "two": 2}
+    assert isinstance(row["total"], int) and isinstance(row["huge"], int)
+
+
+def test_normalize_nothing_to_do_exits_non_zero_without_creating_out(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "notes.txt").write_text("no traces here")
+    err = one_line_error(tp("normalize", empty, "--out", tmp_path / "out1"), 2)
+    assert "no trace files" in err and not (tmp_path / "out1").exists()
+    err = one_line_error(tp("normalize", tmp_path / "missing.sqlite", "--out", tmp_path / "out2"), 2)
+    assert "missing.sqlite: no such file or folder" in err and not (tmp_path / "out2").exists()
+
+
+def test_normalize_summary_shows_full_ids_and_skipped_reports(tmp_path: Path) -> None:
+    folder = tmp_path / "traces" / ("a_capture_folder_with_a_long_name_" * 2 + "end")
+    folder.mkdir(parents=True)
+    (folder / "nsys.sqlite.gz").write_bytes((SMALLCNN / "nsys.sqlite.gz").read_bytes())
+    (folder / "nsys.nsys-rep").write_bytes(b"a report whose export sits beside it")
+    r = tp("normalize", tmp_path / "traces", "--out", tmp_path / "out", COLUMNS="60")
+    assert r.returncode == 0, r.stderr
+    trace_id = f"{folder.name}.nsys"
+    cells = [line.split("│")[1].strip() for line in r.stdout.splitlines() if line.startswith("│")]
+    assert "".join(cells) == trace_id  # folded over lines, never cut
+    assert re.search(r"skipped .*nsys\.nsys-rep: its \.sqlite export beside it is read instead", r.stdout)
+
+
+def test_analyze_and_sql_help_list_every_view_and_table_from_their_definitions() -> None:
+    from pipeline.catalog import table_descriptions, view_descriptions
+    from pipeline.schema import TABLES
+
+    views = {p.stem for p in (ROOT / "sql").glob("*.sql")}
+    assert set(view_descriptions()) == views and all(view_descriptions().values())
+    assert set(TABLES) <= set(table_descriptions()) and all(table_descriptions().values())
+    for command, expected in (("analyze", views), ("sql", views | set(table_descriptions()))):
+        r = tp(command, "--help", COLUMNS="200")
+        assert r.returncode == 0, r.stderr
+        listed = set(re.findall(r"^  ([a-z_]+)\s{2,}\S", r.stdout, flags=re.M))
+        assert listed == expected, command
+    r = tp("analyze", "--help", COLUMNS="200")
+    first = view_descriptions()["layer_summary"].split()[:6]
+    assert " ".join(first) in " ".join(r.stdout.split())  # the description comes from the SQL header
+
+
+def test_analyze_without_views_exits_non_zero(monkeypatch: pytest.MonkeyPatch, nsys_out: Path, tmp_path: Path) -> None:
+    from pipeline import catalog
+    from pipeline.cli import main
+
+    monkeypatch.setattr(catalog, "SQL_DIR", tmp_path / "no_views")
+    result = CliRunner().invoke(main, ["analyze", str(nsys_out), "--out", str(tmp_path / "a")])
+    assert result.exit_code == 1 and "no views in" in result.output
+    assert not (tmp_path / "a").exists()
+
+
+def _all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    found = []
+    for name, cmd in group.commands.items():
+        found.append(((*prefix, name), cmd))
+        if isinstance(cmd, click.Group):
+            found += _all_commands(cmd, (*prefix, name))
+    return found
+
+
+def test_every_subcommand_has_examples_and_gzip_only_where_it_acts() -> None:
+    from pipeline.cli import main
+
+    commands = _all_commands(main)
+    assert {"normalize", "analyze", "sql", "report", "capture", "nsys", "ncu", "torch", "all"} <= {
+        path[-1] for path, _ in commands
+    }
+    for path, _cmd in commands:
+        result = CliRunner().invoke(main, [*path, "--help"])
+        assert result.exit_code == 0, path
+        assert re.search(r"Examples?:\n\s+tracepipe ", result.output), path
+        has_gzip = "--gzip" in result.output
+        assert has_gzip == (path in (("capture", "nsys"), ("capture", "all"))), path
+
+
+def test_capture_on_a_machine_without_gpu_or_nsys_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The preflight's probes pointed at an empty machine: exit 2, one line, no folder made."""
+    from pipeline.capture import cli as capture_cli
+    from pipeline.cli import main
+
+    monkeypatch.setattr(capture_cli, "NVIDIA_PROC_GPUS", tmp_path / "no_driver")
+    monkeypatch.setattr(capture_cli, "find_tool", lambda _name: None)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi either
+    for sub in ("nsys", "ncu", "all", "torch"):
+        out = tmp_path / sub
+        result = CliRunner().invoke(main, ["capture", sub, "-m", "m:f", "-i", "1,3,8,8", "-o", str(out)])
+        assert result.exit_code == 2, (sub, result.output)
+        assert len(result.output.strip().splitlines()) == 1 and "needs an NVIDIA GPU" in result.output
+        assert ("nsys (not on PATH" in result.output) == (sub == "nsys")
+        assert not out.exists()
+
+
+def test_capture_nsys_on_this_machine(tmp_path: Path) -> None:
+    """The real probes, in a real process, on a machine where the driver lists no GPU (this CPU box, CI)."""
+    from pipeline.capture.cli import NVIDIA_PROC_GPUS
+
+    if NVIDIA_PROC_GPUS.is_dir():  # a GPU host: the in-process test above covers the rule
+        pytest.skip("this machine has an NVIDIA driver")
+    r = tp("capture", "nsys", "-m", "torchvision.models:resnet18", "-i", "1,3,32,32", "-o", tmp_path / "cap")
+    assert "capture nsys needs an NVIDIA GPU" in one_line_error(r, 2)
+    assert not (tmp_path / "cap").exists()
