@@ -15,7 +15,14 @@ import click
 
 from pipeline import __version__, console
 from pipeline.analyze.devices import DEVICE_PRESETS
-from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED, BadInputError
+from pipeline.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_WORKER_DIED,
+    BadInputError,
+    SettingError,
+    os_error_reason,
+)
 
 DEFAULT_NORMALIZED = Path("build/normalized")
 #: Files a folder scan picks up; anything else in a capture folder (scripts, manifests) is not a trace.
@@ -23,7 +30,8 @@ TRACE_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep", ".json", ".jso
 NOT_TRACES = ("manifest.json", "layers.json")
 
 EPILOG = """\b
-Exit codes: 0 ok, 1 tool failure, 2 bad input (file and reason are printed).
+Exit codes: 0 ok, 1 tool failure (a bug), 2 bad input, setting, space or permission (file and fix
+are printed), 3 a --jobs worker was killed (its input failed, the others were done).
 Docs: README.md (quick start), docs/schema.md (every column and its unit)."""
 
 
@@ -100,8 +108,16 @@ def _has_sqlite_beside(rep: Path) -> bool:
     show_default=True,
     help="Folder of hive-partitioned Parquet: OUT/<table>/trace_id=<id>/part-0.parquet.",
 )
-@click.option("--trace-id", help="Id for the trace (one input only). Default: <folder>.<file stem>.")
-@click.option("--force", is_flag=True, help="Re-normalize inputs whose output is already newer than them.")
+@click.option(
+    "--trace-id",
+    help="Id for the trace (one input only): letters, digits, . _ - (and ~XX escapes). "
+    "Default: <folder>.<file stem>, other characters written as ~XX (UTF-8 bytes).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Re-normalize inputs already normalized from the same content; replace a trace made from another file.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input instead of a summary.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary; errors still go to stderr.")
 @click.option(
@@ -132,8 +148,10 @@ def normalize(
     INPUTS are files or folders (scanned recursively). The format is read from
     each file's content; .gz is undone on the fly. Every input is committed
     atomically: a bad file is reported, leaves its earlier output untouched,
-    and the run goes on with the next one. Inputs older than their output are
-    skipped unless --force (make-style incremental runs).
+    and the run goes on with the next one; a killed run leaves each trace old
+    or new, never a mix (docs/reliability.md). An input whose trace was made
+    from the same content is skipped unless --force; another file under an
+    existing trace id is refused unless --force (or give it --trace-id).
 
     \b
     Examples:
@@ -146,6 +164,8 @@ def normalize(
     import os
 
     from pipeline.normalize.batch import normalize_many
+    from pipeline.normalize.source import max_input_bytes
+    from pipeline.store import check_trace_id
 
     missing = [p for p in inputs if not p.exists()]
     if missing:
@@ -164,9 +184,13 @@ def normalize(
         raise click.UsageError("--trace-id needs exactly one input file")
     if scheduler and jobs != 1:
         raise click.UsageError("--jobs and --scheduler exclude each other: the cluster's workers set the parallelism")
+    if trace_id is not None:
+        check_trace_id(trace_id)  # before anything is written: exit 2 with the rule
+    max_input_bytes()  # a bad TRACEPIPE_MAX_INPUT_BYTES fails once, not once per input
     out.mkdir(parents=True, exist_ok=True)
     bad: list[BadInputError] = []
     broken: list[Path] = []
+    died: list[Path] = []
     results = []
     outcomes = normalize_many(
         files, out, trace_id=trace_id, force=force, jobs=jobs or os.cpu_count() or 1, scheduler=scheduler
@@ -177,6 +201,8 @@ def normalize(
         if e is not None:
             if outcome.internal:  # a bug of ours on this file: reported, and the batch goes on
                 broken.append(path)
+            elif outcome.died:
+                died.append(path)
             else:
                 bad.append(e)
             console.fail(str(e))
@@ -204,10 +230,11 @@ def normalize(
     if not quiet and not as_json:
         # parallel runs finish in any order; the summary shows input order
         _print_normalize_summary([r for _, r in sorted(results, key=lambda ir: ir[0])], out, skipped)
-    failed = [e.path for e in bad] + broken
+    failed = [e.path for e in bad] + died + broken
     if failed:
-        console.fail(f"{len(failed)} of {len(files)} inputs failed: " + ", ".join(map(str, failed)))
-        sys.exit(EXIT_BAD_INPUT if bad else EXIT_FAILED)
+        if len(files) > 1:  # one input: its own error line says it all
+            console.fail(f"{len(failed)} of {len(files)} inputs failed: " + ", ".join(map(str, failed)))
+        sys.exit(EXIT_FAILED if broken else EXIT_WORKER_DIED if died else EXIT_BAD_INPUT)
 
 
 def _print_normalize_summary(results: list, out: Path, skipped: list[tuple[Path, str]]) -> None:
@@ -422,19 +449,37 @@ def duckdb_error() -> type[Exception]:
 
 def run() -> None:
     """Entry point: bad input and tool failures end in one line and an exit code, not a traceback."""
+    from pipeline.store import TraceIdError
+
     try:
         main(standalone_mode=True)
-    except BadInputError as e:
+    except (BadInputError, SettingError, TraceIdError) as e:
         console.fail(str(e))
+        sys.exit(EXIT_BAD_INPUT)
+    except OSError as e:
+        reason = os_error_reason(e)
+        if reason is None:
+            _internal(e)
+        console.fail(reason)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         console.fail("interrupted")
         sys.exit(130)
     except Exception as e:  # a bug of ours: still no traceback unless asked for
-        console.fail(f"{type(e).__name__}: {e} (set TRACEPIPE_DEBUG=1 for the traceback)")
-        if __import__("os").environ.get("TRACEPIPE_DEBUG"):
-            raise
-        sys.exit(EXIT_FAILED)
+        if type(e).__name__ == "OutOfMemoryException":  # duckdb's: past TRACEPIPE_MEMORY_LIMIT and the spill cap
+            console.fail(
+                f"out of memory: {str(e).strip().splitlines()[0]}: raise TRACEPIPE_MEMORY_LIMIT or "
+                "TRACEPIPE_TEMP_LIMIT (spill space under TMPDIR), or query fewer traces"
+            )
+            sys.exit(EXIT_BAD_INPUT)
+        _internal(e)
+
+
+def _internal(e: BaseException) -> None:
+    console.fail(f"{type(e).__name__}: {e} (set TRACEPIPE_DEBUG=1 for the traceback)")
+    if __import__("os").environ.get("TRACEPIPE_DEBUG"):
+        raise e
+    sys.exit(EXIT_FAILED)
 
 
 # Stages defined in their own packages, registered here (imports stay lazy inside each command).

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import re
 from pathlib import Path
 
 #: Exit codes of every ``tracepipe`` command (documented in ``--help`` and README).
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1  # a bug of tracepipe: please report
+EXIT_BAD_INPUT = 2  # bad input or setting, no space, no permission: the message names the file and the fix
+EXIT_WORKER_DIED = 3  # a --jobs worker was killed (e.g. by the OOM killer); the other inputs were done
 
 
 class BadInputError(Exception):
@@ -17,3 +20,41 @@ class BadInputError(Exception):
         self.path = Path(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+class SettingError(Exception):
+    """A setting (environment variable or option value) tracepipe cannot use; the message names it and
+    what it expects. Exit 2, like bad input."""
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes of a size such as ``3GB``, ``512 MiB`` or ``1500000000``; None when it is not one."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*", text, re.IGNORECASE)
+    if m is None:
+        return None
+    return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+
+
+#: OS errors the user can fix, with the fix.
+_OS_FIXES = {
+    errno.ENOSPC: "no space left on the device: free space, or write elsewhere (--out, TMPDIR)",
+    errno.EDQUOT: "disk quota exceeded: free space, or write elsewhere (--out, TMPDIR)",
+    errno.EACCES: "permission denied: check the file's and folder's permissions, or write elsewhere (--out)",
+    errno.EPERM: "operation not permitted: check the file's and folder's permissions, or write elsewhere",
+    errno.EROFS: "read-only file system: write elsewhere (--out, TMPDIR)",
+    errno.ENAMETOOLONG: "file name too long: use a shorter --out or --trace-id",
+    errno.EMFILE: "too many open files: raise the limit (ulimit -n) or use fewer --jobs",
+}
+
+
+def os_error_reason(e: OSError) -> str | None:
+    """One line naming the file and the fix for an OS error a user can fix; None for any other."""
+    fix = _OS_FIXES.get(e.errno) if e.errno is not None else None
+    if fix is None:
+        return None
+    where = e.filename if e.filename is not None else "a file"
+    return f"{where}: {fix}"

@@ -174,6 +174,7 @@ TRACE_META = _schema(
     ("source_path", s),
     ("source_sha256", s),
     ("source_bytes", i64),
+    ("source_mtime_ns", i64),
     ("source_format", s),
     ("source_version", s),
     ("schema_version", s),

@@ -1,31 +1,113 @@
 """Where normalized traces live, and how they get there without tearing.
 
-Layout (hive-partitioned, one folder per trace, so one glob reads a whole run)::
+Public layout (hive-partitioned, one folder per trace, so one glob reads a whole run)::
 
     OUT/<table>/trace_id=<id>/part-0.parquet
 
-A trace is first written to ``OUT/.staging/``; only when every table of it is
-written does ``commit`` move each table's partition into place with a rename.
-A failed input therefore leaves earlier outputs exactly as they were.
+Behind it, each write of a trace is a *generation*: a folder of one Parquet file per table, written
+in full before anyone can see it, under ``OUT/.tracepipe/``::
+
+    OUT/.tracepipe/lock                          writers' commit lock (filelock)
+    OUT/.tracepipe/readers.lock                  shared by readers; old generations go only when it is free
+    OUT/.tracepipe/writers/<gen>.lock            held by the live writer of <gen>
+    OUT/.tracepipe/traces/<id>/<gen>/<table>.parquet
+    OUT/.tracepipe/manifests/<id>.json           {"generation": <gen>, "tables": {...}}: THE switch
+
+Committing a trace is one ``os.replace`` of its manifest: a reader that goes through the manifests
+(:func:`committed_files`, used by ``pipeline.analyze.connect``) sees the old generation or the new one,
+never a mix, whatever instant the writer dies at. After the switch the generation's files are hard-linked
+to the public paths above (so plain globs keep working) and the generation it replaced is removed once no
+reader holds ``readers.lock``. A writer killed anywhere leaves either the old or the new manifest; the
+next writer into the folder removes generations nobody names and no live writer holds, and re-links public
+files that a killed publish left stale. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
+import signal
+import sys
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from filelock import FileLock, Timeout
 
-from pipeline.schema import SCHEMA_VERSION, TABLES, conform
+from pipeline.schema import TABLES, conform
 
 PART = "part-0.parquet"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+STATE = ".tracepipe"
 _SOURCE_SUFFIXES = (".gz", ".sqlite", ".nsys-rep", ".qdrep", ".json", ".csv", ".pt", ".trace")
+
+# ---------------------------------------------------------------------------------------------- trace ids
+
+#: Longest trace id: the partition folder name ``trace_id=<id>`` must stay under 255 bytes.
+MAX_ID_LENGTH = 200
+_SAFE_CHAR = re.compile(r"[A-Za-z0-9_-]")
+#: The safe form: letters, digits, ``.``, ``_``, ``-`` and ``~XX`` escapes (two upper-case hex digits of
+#: one UTF-8 byte); never starting with ``.`` (no ``.``/``..``, no hidden folders); at most 200 characters.
+SAFE_ID = re.compile(r"(?:[A-Za-z0-9_-]|~[0-9A-F]{2})(?:[A-Za-z0-9._-]|~[0-9A-F]{2})*")
+SAFE_ID_RULE = "letters, digits, '.', '_', '-' and ~XX escapes (not starting with '.', at most 200 characters)"
+
+
+class TraceIdError(ValueError):
+    """A trace id outside the safe form."""
+
+
+def is_safe_trace_id(trace_id: str) -> bool:
+    return len(trace_id) <= MAX_ID_LENGTH and SAFE_ID.fullmatch(trace_id) is not None
+
+
+def check_trace_id(trace_id: str) -> str:
+    if not is_safe_trace_id(trace_id):
+        raise TraceIdError(f"trace id {trace_id!r} is not safe: use {SAFE_ID_RULE}")
+    return trace_id
+
+
+def encode_trace_id(name: str) -> str:
+    """``name`` in the safe form: safe characters kept, every other one as ``~XX`` per UTF-8 byte, so two
+    distinct names never give one id (``训练`` -> ``~E8~AE~AD~E7~BB~83``). A name whose encoding is longer
+    than 200 characters keeps its first part and ends in a hash of the whole name (then not reversible)."""
+    parts = []
+    for i, ch in enumerate(name):
+        if _SAFE_CHAR.fullmatch(ch) or (ch == "." and i > 0):
+            parts.append(ch)
+        else:
+            parts.append("".join(f"~{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+    if sum(map(len, parts)) <= MAX_ID_LENGTH:
+        return "".join(parts)
+    import hashlib
+
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    kept, length = [], 0
+    for p in parts:  # whole escapes only, so the prefix stays in the safe form
+        if length + len(p) > MAX_ID_LENGTH - 17:
+            break
+        kept.append(p)
+        length += len(p)
+    return "".join(kept) + "-" + digest
+
+
+def decode_trace_id(trace_id: str) -> str:
+    """The name an id was encoded from (for display)."""
+    raw = bytearray()
+    i = 0
+    while i < len(trace_id):
+        if trace_id[i] == "~" and re.fullmatch(r"[0-9A-F]{2}", trace_id[i + 1 : i + 3]):
+            raw.append(int(trace_id[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw += trace_id[i].encode()
+            i += 1
+    return raw.decode("utf-8", "replace")
 
 
 def trace_id_for(path: Path) -> str:
@@ -39,31 +121,167 @@ def trace_id_for(path: Path) -> str:
         stem = stem[: stem.rfind(".")]
     parent = path.resolve().parent.name
     raw = f"{parent}.{stem}" if parent else stem
-    return _UNSAFE.sub("_", raw).strip("._") or "trace"
+    return encode_trace_id(raw) if raw else "trace"
+
+
+# ---------------------------------------------------------------------------------------------- paths
 
 
 def partition_dir(out: Path, table: str, trace_id: str) -> Path:
-    return out / table / f"trace_id={trace_id}"
+    """The public folder of one table of one trace."""
+    return Path(out) / table / f"trace_id={check_trace_id(trace_id)}"
 
 
 def table_glob(out: Path, table: str) -> str:
-    return str(out / table / "trace_id=*" / "*.parquet")
+    """The public glob of a table, for tools outside tracepipe; tracepipe reads :func:`committed_files`."""
+    return str(Path(out) / table / "trace_id=*" / "*.parquet")
+
+
+def _state(out: Path) -> Path:
+    return Path(out) / STATE
+
+
+def _manifest_path(out: Path, trace_id: str) -> Path:
+    return _state(out) / "manifests" / f"{trace_id}.json"
+
+
+def _generation_dir(out: Path, trace_id: str, generation: str) -> Path:
+    return _state(out) / "traces" / trace_id / generation
+
+
+def _writer_lock_path(out: Path, generation: str) -> Path:
+    return _state(out) / "writers" / f"{generation}.lock"
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Committed:
+    """One committed trace: which generation, and the file of each table it has."""
+
+    trace_id: str
+    generation: str | None  # None: written by a tracepipe before generations (public files only)
+    files: dict[str, Path]
+
+
+def _read_manifest(out: Path, trace_id: str) -> Committed | None:
+    path = _manifest_path(out, trace_id)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    gen = str(doc["generation"])
+    folder = _generation_dir(out, trace_id, gen)
+    return Committed(trace_id, gen, {t: folder / f"{t}.parquet" for t in doc["tables"] if t in TABLES})
+
+
+def committed(out: Path) -> dict[str, Committed]:
+    """Every committed trace of ``out`` by id: those with a manifest, and (from older tracepipe versions)
+    those whose public ``trace_meta`` file exists without one."""
+    out = Path(out)
+    found: dict[str, Committed] = {}
+    manifests = _state(out) / "manifests"
+    if manifests.is_dir():
+        for m in sorted(manifests.glob("*.json")):
+            tid = m.name[: -len(".json")]
+            if is_safe_trace_id(tid) and (c := _read_manifest(out, tid)) is not None:
+                found[tid] = c
+    meta = out / "trace_meta"
+    if meta.is_dir():
+        for d in sorted(meta.glob("trace_id=*")):
+            tid = d.name.split("=", 1)[1]
+            if tid in found or not is_safe_trace_id(tid) or not (d / PART).is_file():
+                continue
+            files = {t: out / t / d.name / PART for t in TABLES}
+            found[tid] = Committed(tid, None, {t: f for t, f in files.items() if f.is_file()})
+    return found
+
+
+def committed_files(out: Path, table: str) -> list[Path]:
+    """The files holding ``table`` for every committed trace: what every tracepipe reader scans.
+    Call :func:`hold_readers` first so none of them is removed while it is read."""
+    return [c.files[table] for c in committed(out).values() if table in c.files]
 
 
 def trace_ids(out: Path) -> list[str]:
-    meta = out / "trace_meta"
-    if not meta.is_dir():
-        return []
-    return sorted(p.name.split("=", 1)[1] for p in meta.glob("trace_id=*") if (p / PART).exists())
+    return sorted(committed(out))
 
 
-def is_up_to_date(out: Path, trace_id: str, source: Path) -> bool:
-    """True when the trace was normalized after the source last changed (make's rule) by this schema version."""
-    marker = partition_dir(out, "trace_meta", trace_id) / PART
-    if not marker.exists() or marker.stat().st_mtime < source.stat().st_mtime:
-        return False
-    written = pq.read_table(marker, columns=["schema_version"]).column(0).to_pylist()
-    return written == [SCHEMA_VERSION]
+def committed_file(out: Path, trace_id: str, table: str) -> Path | None:
+    c = _read_manifest(out, trace_id) if is_safe_trace_id(trace_id) else None
+    if c is None:
+        legacy = Path(out) / table / f"trace_id={trace_id}" / PART
+        return legacy if is_safe_trace_id(trace_id) and legacy.is_file() else None
+    return c.files.get(table)
+
+
+_READERS: dict[Path, int] = {}
+
+
+def hold_readers(out: Path) -> None:
+    """Take a shared lock on ``out``'s reader lock for the rest of this process, so no writer removes a
+    generation this process may still read (they wait for a later run to). Quietly nothing where the
+    folder cannot hold the lock file (read-only media: nobody writes there either)."""
+    key = Path(out).resolve()
+    if key in _READERS or os.name != "posix":
+        return
+    import fcntl
+
+    try:
+        _state(key).mkdir(exist_ok=True)
+        fd = os.open(_state(key) / "readers.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _READERS[key] = fd
+
+
+def release_readers(out: Path) -> None:
+    fd = _READERS.pop(Path(out).resolve(), None)
+    if fd is not None:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _no_readers(out: Path) -> Iterator[bool]:
+    """True (and readers kept out meanwhile) when no reader holds ``out``; False otherwise."""
+    if os.name != "posix":
+        yield False
+        return
+    import fcntl
+
+    fd = os.open(_state(out) / "readers.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------- fault hooks
+
+#: Names of the points a writer passes; ``TRACEPIPE_KILL_AT=<n>`` SIGKILLs the writer at the n-th point it
+#: reaches (counted from 1 over the whole process), for the fault-injection test. Never set it otherwise.
+_KILL_AT = "TRACEPIPE_KILL_AT"
+_points_passed = 0
+
+
+def _point(name: str) -> None:
+    global _points_passed
+    target = os.environ.get(_KILL_AT)
+    if not target:
+        return
+    _points_passed += 1
+    if str(_points_passed) == target:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------------------------- writing
 
 
 def _dictionary_columns(schema: pa.Schema) -> list[str]:
@@ -77,27 +295,53 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
 
 
+#: Seconds a writer waits for the commit lock silently before saying who it waits for.
+LOCK_QUIET_S = 1.0
+
+
+@contextlib.contextmanager
+def commit_lock(out: Path) -> Iterator[None]:
+    """The folder's writer lock; says so on stderr when another writer holds it."""
+    path = _state(out) / "lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=LOCK_QUIET_S)
+    except Timeout:
+        print(
+            f"tracepipe: waiting for another tracepipe writing into {out} (lock {path}) ...",
+            file=sys.stderr,
+            flush=True,
+        )
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class TraceWriter:
-    """Writes one trace's tables to staging, then commits them all with renames."""
+    """Writes one trace's tables into a new generation, then commits them with one manifest switch."""
 
     def __init__(self, out: Path, trace_id: str) -> None:
-        self.out = out
-        self.trace_id = trace_id
-        self.staging = out / ".staging" / f"{trace_id}.{uuid.uuid4().hex[:8]}"
+        self.out = Path(out)
+        self.trace_id = check_trace_id(trace_id)
+        self.generation = f"g{time.time_ns():x}-{uuid.uuid4().hex[:8]}"
+        lock_path = _writer_lock_path(self.out, self.generation)
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        # Held until commit or abort; taken before the folder exists, so cleanup never removes a live one.
+        self._lock: FileLock | None = FileLock(lock_path)
+        self._lock.acquire(timeout=0)
+        self.staging = _generation_dir(self.out, trace_id, self.generation)
         self.staging.mkdir(parents=True)
         self.rows: dict[str, int] = {}
-
-    def _path(self, table: str) -> Path:
-        d = partition_dir(self.staging, table, self.trace_id)
-        d.mkdir(parents=True, exist_ok=True)
-        return d / PART
 
     def write(self, table: str, data: pa.Table) -> int:
         return self.write_batches(table, [data])
 
     def write_batches(self, table: str, batches: Iterable[pa.Table | pa.RecordBatch]) -> int:
         """Stream batches into one Parquet file, conforming each to the schema."""
-        path = self._path(table)
+        path = self.staged_file(table)
         schema = TABLES[table]
         rows = 0
         with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=_dictionary_columns(schema)) as writer:
@@ -107,46 +351,127 @@ class TraceWriter:
                 writer.write_table(t)
                 rows += t.num_rows
         self.rows[table] = self.rows.get(table, 0) + rows
+        _point(f"wrote {table}")
         return rows
 
     def staged_file(self, table: str) -> Path:
-        return partition_dir(self.staging, table, self.trace_id) / PART
+        return self.staging / f"{table}.parquet"
 
     def commit(self) -> None:
-        """Replace this trace's partitions in OUT; ``trace_meta`` goes last as the completion mark."""
+        """Make this generation the trace's committed one (one rename), then publish it and clean up."""
         if "trace_meta" not in self.rows:
             raise RuntimeError("trace_meta must be written before commit")
-        staged = [t for t in TABLES if t in self.rows and t != "trace_meta"] + ["trace_meta"]
-        # Tables this trace had before but no longer has must not linger.
-        stale = [t for t in TABLES if t not in self.rows and partition_dir(self.out, t, self.trace_id).exists()]
-        meta_dest = partition_dir(self.out, "trace_meta", self.trace_id)
-        if meta_dest.exists():
-            _replace(None, meta_dest)  # an incomplete trace is unmarked first
-        for table in stale:
-            _replace(None, partition_dir(self.out, table, self.trace_id))
-        for table in staged:
-            _replace(partition_dir(self.staging, table, self.trace_id), partition_dir(self.out, table, self.trace_id))
-        shutil.rmtree(self.staging, ignore_errors=True)
+        manifest = _manifest_path(self.out, self.trace_id)
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"trace_id": self.trace_id, "generation": self.generation, "tables": dict(sorted(self.rows.items()))}
+        with commit_lock(self.out):
+            _point("locked")
+            tmp = manifest.with_name(f".{manifest.name}.{self.generation}.tmp")
+            tmp.write_text(json.dumps(doc))
+            _point("manifest written")
+            os.replace(tmp, manifest)  # the switch
+            _point("switched")
+            self._release()
+            _publish(self.out, _read_manifest(self.out, self.trace_id))  # type: ignore[arg-type]
+            _collect(self.out, self.trace_id, keep=self.generation)
 
     def abort(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+            _writer_lock_path(self.out, self.generation).unlink(missing_ok=True)
 
     def __enter__(self) -> TraceWriter:
         return self
 
     def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is not None:
+        if exc_type is not None or self._lock is not None:
             self.abort()
 
 
-def _replace(src: Path | None, dest: Path) -> None:
-    """Move ``src`` to ``dest`` (or just remove ``dest``) with renames, never a half-copied folder."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    trash = None
-    if dest.exists():
-        trash = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(dest, trash)
-    if src is not None:
-        os.replace(src, dest)
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
+def _publish(out: Path, c: Committed) -> None:
+    """Make the public files of trace ``c`` the ones of its generation (hard links; a copy where the file
+    system has none), and remove public partitions of tables the generation does not have."""
+    for table in TABLES:
+        dest_dir = out / table / f"trace_id={c.trace_id}"
+        dest = dest_dir / PART
+        src = c.files.get(table)
+        if src is None:
+            if dest_dir.exists():
+                shutil.rmtree(dest_dir, ignore_errors=True)
+                _point(f"unpublished {table}")
+            continue
+        if dest.exists() and os.path.samefile(src, dest):
+            continue
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        tmp = dest_dir / f".{PART}.{c.generation}.tmp"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+        _point(f"published {table}")
+
+
+def _collect(out: Path, trace_id: str, keep: str | None) -> None:
+    """Under the commit lock: remove the generations of ``trace_id`` other than ``keep`` that no live writer
+    holds, but only while no reader holds the folder (otherwise a later writer does it)."""
+    trace_dir = _state(out) / "traces" / trace_id
+    if not trace_dir.is_dir():
+        return
+    with _no_readers(out) as free:
+        if not free:
+            return
+        for gen_dir in trace_dir.iterdir():
+            if gen_dir.name != keep and not _writer_alive(out, gen_dir.name):
+                shutil.rmtree(gen_dir, ignore_errors=True)
+                _point(f"removed {gen_dir.name}")
+        with contextlib.suppress(OSError):
+            trace_dir.rmdir()  # only when empty
+
+
+def clean(out: Path) -> None:
+    """What a run does before its first input, under the commit lock: re-publish traces a killed writer
+    left half published, remove generations no manifest names and no live writer holds (old ones only
+    when no reader holds the folder), and leftover temporary and lock files."""
+    out = Path(out)
+    if not _state(out).is_dir():
+        return
+    with commit_lock(out):
+        current = committed(out)
+        for c in current.values():
+            if c.generation is not None:
+                _publish(out, c)
+        for table in TABLES:  # a killed link-and-rename leaves a hidden temporary file
+            for tmp in (out / table).glob("trace_id=*/.part-0.parquet.*.tmp"):
+                tmp.unlink(missing_ok=True)
+        manifests = _state(out) / "manifests"
+        for tmp in manifests.glob(".*.tmp") if manifests.is_dir() else ():
+            if not _writer_alive(out, tmp.name.rsplit(".", 2)[-2]):
+                tmp.unlink(missing_ok=True)
+        traces = _state(out) / "traces"
+        for trace_dir in sorted(traces.iterdir()) if traces.is_dir() else ():
+            keep = current.get(trace_dir.name)
+            _collect(out, trace_dir.name, keep.generation if keep else None)
+        for stale in (_state(out) / "writers").glob("*.lock"):
+            if not _writer_alive(out, stale.stem):
+                stale.unlink(missing_ok=True)
+
+
+def _writer_alive(out: Path, generation: str) -> bool:
+    """True while the writer of ``generation`` holds its lock."""
+    path = _writer_lock_path(out, generation)
+    if not path.exists():
+        return False
+    probe = FileLock(path)
+    try:
+        probe.acquire(timeout=0)
+    except Timeout:
+        return True
+    probe.release()
+    return False

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.normalize import normalize_file
 from pipeline.schema import TABLES
-from pipeline.store import table_glob
+from pipeline.store import committed_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -19,11 +19,12 @@ SMALLCNN = SAMPLES / "h200_smallcnn"
 
 
 def q(out: Path, sql: str) -> list[tuple]:
-    """Plain DuckDB over the normalized Parquet files: no views, no pipeline code between test and data."""
+    """Plain DuckDB over the normalized Parquet files of the committed traces: no views, no pipeline code
+    between test and data but the list of committed files."""
     con = duckdb.connect()
     for t in TABLES:
-        if list(out.glob(f"{t}/trace_id=*/*.parquet")):
-            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{table_glob(out, t)}')")
+        if files := [str(f) for f in committed_files(out, t)]:
+            con.read_parquet(files).create_view(t)
     return con.execute(sql).fetchall()
 
 

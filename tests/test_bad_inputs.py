@@ -13,6 +13,8 @@ import pytest
 
 from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file
+from pipeline.schema import TABLES
+from pipeline.store import committed_files
 from tests.bad_inputs.corpus import CASES, Case, build
 
 ERRORS = [c for c in CASES if c.error]
@@ -28,7 +30,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(case: Case, tmp_path: Pat
     assert case.error in info.value.reason
     assert str(path) in str(info.value)
     assert not list(out.rglob("*.parquet"))
-    assert not list((out / ".staging").glob("*"))
+    assert not list((out / ".tracepipe" / "traces").glob("*/*"))  # the aborted generation is gone
 
 
 @pytest.mark.parametrize("case", WARNINGS, ids=lambda c: c.name)
@@ -59,7 +61,7 @@ def test_cli_prints_one_line_per_bad_file_and_exits_2(tmp_path: Path) -> None:
 
 
 def _tables(out: Path, skip: tuple[str, ...] = ("trace_meta",)) -> dict[str, list]:
-    return {p.parts[-3]: pq.read_table(p).to_pylist() for p in out.rglob("*.parquet") if p.parts[-3] not in skip}
+    return {t: pq.read_table(f).to_pylist() for t in TABLES if t not in skip for f in committed_files(out, t)}
 
 
 def test_events_out_of_order_give_the_same_tables(tmp_path: Path) -> None:

@@ -71,12 +71,17 @@ def test_output_into_a_missing_folder_is_one_line(nsys_out: Path, tmp_path: Path
 
 
 def test_csv_writes_list_columns_as_json_text(nsys_out: Path, nsys_sqlite: Path) -> None:
-    q = "SELECT trace_id, list(duration_ns ORDER BY start_ns) AS durations FROM kernels GROUP BY 1"
+    q = (
+        "SELECT trace_id, list(duration_ns ORDER BY start_ns) AS durations, "
+        "list('d' || duration_ns ORDER BY start_ns) AS labels FROM kernels GROUP BY 1"
+    )
     r = tp("sql", nsys_out, q, "--format", "csv")
     assert r.returncode == 0, r.stderr
     (header, row) = list(csv.reader(io.StringIO(r.stdout)))
-    assert header == ["trace_id", "durations"]
-    assert json.loads(row[1]) == [d for _, d in raw_kernels(nsys_sqlite)]
+    assert header == ["trace_id", "durations", "labels"]
+    durations = [d for _, d in raw_kernels(nsys_sqlite)]
+    assert json.loads(row[1]) == durations
+    assert json.loads(row[2]) == [f"d{d}" for d in durations]  # strings quoted: JSON, not DuckDB's [a, b]
 
 
 def test_json_keeps_numbers_numbers(nsys_out: Path, nsys_sqlite: Path) -> None:

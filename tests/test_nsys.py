@@ -140,7 +140,7 @@ def test_truncated_sqlite_is_rejected_and_keeps_earlier_output(nsys_sqlite: Path
     with pytest.raises(BadInputError, match="truncated"):
         normalize_file(good, out)
     assert {p: p.read_bytes() for p in out.rglob("*.parquet")} == before
-    assert not any((out / ".staging").iterdir())
+    assert len(list((out / ".tracepipe" / "traces").glob("*/*"))) == 1  # the committed one; the aborted is gone
 
 
 def test_non_sqlite_with_sqlite_name(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pipeline.normalize import normalize_file
 from pipeline.normalize.batch import normalize_many
 from pipeline.normalize.ranks import rank_from_path
 from pipeline.schema import TABLES
+from pipeline.store import trace_ids
 from tests.conftest import SMALLCNN
 from tests.reference import Call, Kernel, Range, innermost, path_of
 from tests.test_cli import tp
@@ -207,20 +208,20 @@ def test_pool_and_dask_match_the_serial_run(ranks_dir: Path, serial_out: Path, t
     assert "rank16/nsys.sqlite: SQLite file truncated" in das.stderr
 
 
-def test_jobs_cli_matches_serial_and_refuses_clashing_trace_ids(
+def test_jobs_cli_matches_serial_and_gives_clashing_trace_ids_their_own(
     ranks_dir: Path, serial_out: Path, tmp_path: Path
 ) -> None:
     r = tp("normalize", ranks_dir, "--out", tmp_path / "out", "--jobs", "2", "--quiet")
     assert r.returncode == 0, r.stderr
     got, expected = contents(tmp_path / "out"), contents(serial_out)
     assert all(got[n].equals(expected[n]) for n in expected) and got.keys() == expected.keys()
-    # Two files that would share the trace id 'rank0.nsys' could interleave their tables: refused up front.
+    # Two files that share the trace id 'rank0.nsys': the second gets 'rank0.nsys-2', with a warning.
     twin = tmp_path / "other" / "rank0" / "nsys.sqlite"
     twin.parent.mkdir(parents=True)
     shutil.copy(ranks_dir / "rank0" / "nsys.sqlite", twin)
     r = tp("normalize", ranks_dir / "rank0" / "nsys.sqlite", twin, "--out", tmp_path / "twin", "-j", "2")
-    assert r.returncode == 2 and "same trace id 'rank0.nsys'" in r.stderr
-    assert not (tmp_path / "twin" / "kernels").exists()
+    assert r.returncode == 0 and "same trace id 'rank0.nsys'" in r.stderr and "'rank0.nsys-2'" in r.stderr
+    assert trace_ids(tmp_path / "twin") == ["rank0.nsys", "rank0.nsys-2"]
 
 
 def reference_path_times(sqlite: Path) -> dict[str | None, int]:

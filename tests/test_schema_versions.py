@@ -14,11 +14,12 @@ from pipeline.analyze import connect
 from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file
 from pipeline.schema import SCHEMA_VERSION
+from pipeline.store import committed_files
 from tests.conftest import SMALLCNN
 
 
 def rewrite_meta(out: Path, version: str, drop: tuple[str, ...] = ()) -> Path:
-    part = next((out / "trace_meta").glob("*/part-0.parquet"))
+    part = committed_files(out, "trace_meta")[0]  # the committed generation's file (public copy is a link)
     t = pq.read_table(part).drop_columns(list(drop))
     t = t.set_column(t.schema.get_field_index("schema_version"), "schema_version", pa.array([version]))
     pq.write_table(t, part)

@@ -15,7 +15,10 @@ import graphlib
 import importlib
 import os
 import re
+import shutil
+import tempfile
 import uuid
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,12 +27,15 @@ import pyarrow as pa
 import pyarrow.dataset as ds  # schema-version check only: no hive discovery
 
 from pipeline.catalog import SQL_DIR
-from pipeline.errors import BadInputError
+from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
-from pipeline.store import table_glob
+from pipeline.store import committed_files, hold_readers, trace_ids
 
 #: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
 DEFAULT_MEMORY_LIMIT = "3GB"
+#: Most disk DuckDB may spill to (in a private folder under TMPDIR, removed when the connection goes)
+#: unless TRACEPIPE_TEMP_LIMIT says otherwise.
+DEFAULT_TEMP_LIMIT = "20GB"
 
 #: view name -> "module:function" returning a pyarrow Table (kept in Python: small lookup tables).
 PY_TABLES: dict[str, str] = {}
@@ -59,12 +65,17 @@ def _empty(schema: pa.Schema) -> pa.Table:
 def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path) -> None:
     """Each table as a view over DuckDB's own Parquet scan of its files (DuckDB then knows each table's
     row count and plans its joins by it; a registered pyarrow dataset looks like one row and gets
-    nested-loop ASOF joins, 40x slower on a 220k-kernel trace)."""
+    nested-loop ASOF joins, 40x slower on a 220k-kernel trace).
+
+    The files are those of the committed traces (``store.committed_files``): a trace being rewritten is
+    read whole as it was, never half old and half new. No path is pasted into SQL text."""
+    hold_readers(normalized)
     for name, schema in TABLES.items():
-        if any((normalized / name).glob("trace_id=*/*.parquet")):
-            scan = f"read_parquet('{table_glob(normalized, name)}', hive_partitioning = false, union_by_name = true)"
-            have = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM {scan}")
+        if files := [str(f) for f in committed_files(normalized, name)]:
+            scan = con.read_parquet(files, hive_partitioning=False, union_by_name=True)
+            scan.create_view(f"_pq_{name}", replace=True)
+            have = set(scan.columns)
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM _pq_{name}")
         else:
             con.register(f"_empty_{name}", _empty(schema))
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _empty_{name}")
@@ -158,8 +169,9 @@ def create_views(
 
 def _check_schema_versions(normalized: Path) -> None:
     """Data written by a newer major schema may mean something else in a column: refuse, don't guess."""
-    meta = ds.dataset(normalized / "trace_meta", format="parquet")  # no hive discovery: trace_id is in the files
-    versions = meta.to_table(columns=["schema_version"]).column(0).to_pylist()
+    files = [str(f) for f in committed_files(normalized, "trace_meta")]
+    meta = ds.dataset(files, format="parquet")  # no hive discovery: trace_id is in the files
+    versions = meta.to_table(columns=["schema_version"]).column(0).to_pylist() if files else []
     newer = sorted({v for v in versions if v is not None and major(v) > major(SCHEMA_VERSION)})
     if newer:
         raise BadInputError(
@@ -188,13 +200,14 @@ def connect(
     statement that is not a query, and ``tracepipe sql`` runs everything through it.
     """
     normalized = Path(normalized)
-    if not normalized.is_dir() or not (normalized / "trace_meta").is_dir():
+    if not normalized.is_dir() or not trace_ids(normalized):
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
     normalized = normalized.resolve()  # the sandbox compares resolved paths with the scans' globs
+    hold_readers(normalized)  # no writer removes a generation this process reads
     _check_schema_versions(normalized)
-    con = duckdb.connect(":memory:")
-    # Bounded memory: DuckDB spills sorts, joins and aggregates to disk past this limit.
-    con.execute(f"SET memory_limit = '{os.environ.get('TRACEPIPE_MEMORY_LIMIT', DEFAULT_MEMORY_LIMIT)}'")
+    config = duckdb_config()
+    con = duckdb.connect(":memory:", config=config)
+    weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)  # also at interpreter exit
     con.execute("SET preserve_insertion_order = false")
     # Each view's bind reads the footers of the files it scans, and views bind the views they read
     # again: cached, creating the views costs 0.24 instead of 0.58 CPU-s on a 200k-kernel trace.
@@ -209,11 +222,56 @@ def connect(
         con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
     create_views(con, sql_dir, materialize, only=views)
     if read_only:
-        con.execute(f"SET allowed_directories = ['{normalized}{os.sep}']")
+        con.execute("SET allowed_directories = $dirs", {"dirs": [f"{normalized}{os.sep}"]})
         con.execute("SET allow_persistent_secrets = false")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def size_setting(env: str, default: str) -> int:
+    """Bytes of a size setting from the environment, validated (never pasted into SQL)."""
+    raw = os.environ.get(env, default)
+    n = parse_size(raw)
+    if n is None or n <= 0:
+        raise SettingError(f"{env}={raw!r}: expected a positive size such as 3GB, 512MiB or 1500000000")
+    return n
+
+
+_SPILL_PREFIX = "tracepipe-duckdb-"
+
+
+def spill_folder() -> str:
+    """A new private folder for DuckDB's spill files under TMPDIR (never the working directory); folders
+    left by processes that no longer run (killed before they could remove theirs) are removed first."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{_SPILL_PREFIX}*"):
+        pid = old.name[len(_SPILL_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def duckdb_config() -> dict[str, str]:
+    """Memory limit (past it DuckDB spills sorts, joins and aggregates) and a capped private spill folder;
+    TRACEPIPE_MEMORY_LIMIT and TRACEPIPE_TEMP_LIMIT override the defaults."""
+    memory = size_setting("TRACEPIPE_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
+    spill = size_setting("TRACEPIPE_TEMP_LIMIT", DEFAULT_TEMP_LIMIT)
+    return {
+        "memory_limit": f"{memory}B",
+        "temp_directory": spill_folder(),
+        "max_temp_directory_size": f"{spill}B",
+    }
 
 
 def analysis_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -262,7 +320,7 @@ def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> No
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
     try:
-        con.execute(f"COPY (SELECT * FROM {view}) TO '{tmp}' ({options})")
+        con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)})  # never pasted
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -273,7 +331,8 @@ def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None
     HUGEINT), so the views that read it reuse the result instead of computing it again."""
     cols = con.execute(f"DESCRIBE {view}").fetchall()
     select = ", ".join(f'CAST("{name}" AS {dtype}) AS "{name}"' for name, dtype, *_ in cols)
-    con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT {select} FROM read_parquet('{parquet}')")
+    con.read_parquet(str(parquet)).create_view(f"_rb_{view}", replace=True)  # the path never pasted into SQL
+    con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT {select} FROM _rb_{view}")
 
 
 def _views_to_write(views: list[str], sql_dir: Path) -> list[str]:

@@ -5,10 +5,11 @@ is still written by its own ``TraceWriter`` and committed atomically, and a bad 
 :class:`Outcome` carrying the error instead of stopping the batch. Only the executor differs:
 
 * ``jobs=1``: in this process, in input order (the default, and what a single file always uses);
-* ``jobs=N``: a ``ProcessPoolExecutor`` of N workers with ``max_tasks_per_child=1``: every input gets a
-  fresh process, so memory a big trace leaves in an allocator is returned to the OS when it is done and a
-  long batch cannot accumulate it. The processes are forked from a forkserver that has already imported
-  the normalizers, so a fresh worker costs milliseconds, not an interpreter start;
+* ``jobs=N``: up to N worker processes at once, one per input: every input gets a fresh process, so memory
+  a big trace leaves in an allocator is returned to the OS when it is done and a long batch cannot
+  accumulate it, and a worker that dies (the OOM killer's SIGKILL) fails only its own input, reported
+  with the signal, while the batch goes on. The processes are forked from a forkserver that has already
+  imported the normalizers, so a fresh worker costs milliseconds, not an interpreter start;
 * ``scheduler="tcp://host:port"``: tasks on an existing ``dask.distributed`` cluster. Its workers must see
   the inputs and the output folder at the same paths (a shared filesystem) and have tracepipe installed;
   paths are made absolute before they are sent.
@@ -20,20 +21,19 @@ input's position, for callers that want input order back.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
-from pipeline.errors import BadInputError
+from pipeline.errors import BadInputError, SettingError, os_error_reason
 from pipeline.normalize import Result, normalize_file
-from pipeline.store import trace_id_for
+from pipeline.store import TraceIdError, check_trace_id, clean, trace_id_for
 
-#: Inputs a pool worker handles before it is replaced by a fresh process (bounds its memory). Exactly 1:
-#: with more, CPython 3.11-3.14's pool deadlocks once a worker retires while inputs are queued (a stale
-#: idle-worker token stops the replacement; python/cpython#115634, fixed only in later releases).
-MAX_TASKS_PER_CHILD = 1
+#: Test hook: a worker given an input of this file name SIGKILLs itself first. Never set it otherwise.
+KILL_WORKER_ENV = "TRACEPIPE_KILL_WORKER"
 #: Imported once by the forkserver, so each forked worker starts with them loaded.
 _PRELOAD = ["pipeline.normalize", "pipeline.normalize.nsys", "pipeline.normalize.batch", "pyarrow.parquet"]
 
@@ -48,6 +48,7 @@ class Outcome:
     error_path: Path | None = None
     error: str | None = None
     internal: bool = False  # the error is a failure of the tool, not of the input
+    died: bool = False  # the worker process died (killed by a signal) before it could report
     worker_pid: int = 0
     peak_rss_bytes: int = 0  # the worker process's peak RSS so far (its ru_maxrss), for benchmarks
 
@@ -59,16 +60,28 @@ class Outcome:
         return None if self.error is None else BadInputError(self.error_path or self.path, self.error)
 
 
-def normalize_one(index: int, path: Path, out: Path, trace_id: str | None = None, force: bool = True) -> Outcome:
+def normalize_one(
+    index: int, path: Path, out: Path, trace_id: str | None = None, force: bool = True, note: str | None = None
+) -> Outcome:
     """The per-input work of every executor. BadInputError becomes data: an exception with two
-    constructor arguments does not survive pickling back from a worker, and one bad file must not end the batch."""
+    constructor arguments does not survive pickling back from a worker, and one bad file must not end the batch.
+    ``note`` (an id collision resolved) is added to the result's warnings."""
     try:
         result = normalize_file(path, out, trace_id, force=force)
     except BadInputError as e:
         return Outcome(index, path, error_path=e.path, error=e.reason, worker_pid=os.getpid(), peak_rss_bytes=_peak())
+    except (TraceIdError, SettingError) as e:
+        return Outcome(index, path, error=str(e), worker_pid=os.getpid(), peak_rss_bytes=_peak())
+    except OSError as e:  # no space, no permission, read-only: the user can fix it, so not an internal error
+        reason = os_error_reason(e)
+        internal = reason is None
+        reason = reason or f"internal error {type(e).__name__}: {e} (please report with the file)"
+        return Outcome(index, path, error=reason, internal=internal, worker_pid=os.getpid(), peak_rss_bytes=_peak())
     except Exception as e:  # a bug of ours on this one file must not end the batch either
         reason = f"internal error {type(e).__name__}: {e} (please report with the file)"
         return Outcome(index, path, error=reason, internal=True, worker_pid=os.getpid(), peak_rss_bytes=_peak())
+    if note:
+        result.warnings.insert(0, note)
     return Outcome(index, path, result=result, worker_pid=os.getpid(), peak_rss_bytes=_peak())
 
 
@@ -80,19 +93,35 @@ def _peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def check_unique_ids(files: Sequence[Path], trace_id: str | None = None) -> None:
-    """Two inputs with one trace id would overwrite each other (and, run in parallel, could interleave
-    their tables), so a batch refuses them up front."""
+@dataclass(frozen=True)
+class Task:
+    index: int
+    path: Path
+    trace_id: str
+    note: str | None = None  # why this input got a trace id other than its own
+
+
+def assign_ids(files: Sequence[Path], trace_id: str | None = None) -> list[Task]:
+    """One trace id per input. Two inputs whose names give one id (``a/run/x.sqlite``, ``b/run/x.sqlite``)
+    would overwrite each other, so the later ones get ``<id>-2``, ``<id>-3``... with a warning saying so."""
     if trace_id is not None:
-        return
-    seen: dict[str, Path] = {}
-    for f in files:
-        tid = trace_id_for(f)
-        if tid in seen:
-            raise BadInputError(
-                f, f"has the same trace id {tid!r} as {seen[tid]}: give each rank its own folder or file name"
-            )
-        seen[tid] = f
+        return [Task(i, f, check_trace_id(trace_id)) for i, f in enumerate(files)]
+    natural = [trace_id_for(f) for f in files]
+    taken = set(natural)
+    first: dict[str, Path] = {}
+    tasks = []
+    for i, (f, tid) in enumerate(zip(files, natural, strict=True)):
+        if tid not in first:
+            first[tid] = f
+            tasks.append(Task(i, f, tid))
+            continue
+        n = 2
+        while f"{tid}-{n}" in taken:
+            n += 1
+        taken.add(new := f"{tid}-{n}")
+        note = f"has the same trace id {tid!r} as {first[tid]}: normalized as {new!r} (or give it its own folder)"
+        tasks.append(Task(i, f, new, note))
+    return tasks
 
 
 def normalize_many(
@@ -104,33 +133,70 @@ def normalize_many(
     jobs: int = 1,
     scheduler: str | None = None,
 ) -> Iterator[Outcome]:
-    """Normalize ``files`` into ``out`` on the executor chosen by ``jobs`` / ``scheduler``; see the module doc."""
-    files = [Path(f) for f in files]
-    check_unique_ids(files, trace_id)
+    """Normalize ``files`` into ``out`` on the executor chosen by ``jobs`` / ``scheduler``; see the module doc.
+    What killed writers left in ``out`` is tidied first (``store.clean``)."""
+    tasks = assign_ids([Path(f) for f in files], trace_id)
+    clean(out)
     if scheduler:
-        yield from _on_dask(files, out, trace_id, force, scheduler)
-    elif jobs > 1 and len(files) > 1:
-        yield from _on_pool(files, out, trace_id, force, min(jobs, len(files)))
+        yield from _on_dask(tasks, out, force, scheduler)
+    elif jobs > 1 and len(tasks) > 1:
+        yield from _on_workers(tasks, out, force, min(jobs, len(tasks)))
     else:
-        for i, f in enumerate(files):
-            yield normalize_one(i, f, out, trace_id, force)
+        for t in tasks:
+            yield normalize_one(t.index, t.path, out, t.trace_id, force, t.note)
 
 
-def _on_pool(files: list[Path], out: Path, trace_id: str | None, force: bool, jobs: int) -> Iterator[Outcome]:
-    # forkserver, not fork: max_tasks_per_child refuses fork, and forking this (maybe threaded) process is unsafe.
+def _work(send: Connection, task: Task, out: Path, force: bool) -> None:
+    """A worker process: one input, its outcome sent back, exit."""
+    if os.environ.get(KILL_WORKER_ENV) == task.path.name:  # the test of a worker killed like the OOM killer does
+        os.kill(os.getpid(), signal.SIGKILL)
+    send.send(normalize_one(task.index, task.path, out, task.trace_id, force, task.note))
+    send.close()
+
+
+def _on_workers(tasks: list[Task], out: Path, force: bool, jobs: int) -> Iterator[Outcome]:
+    """Up to ``jobs`` worker processes at once, a fresh one per input. A worker that exits without sending
+    its outcome (SIGKILL by the OOM killer, a crash in native code) fails only its input."""
+    # forkserver, not fork: forking this (maybe threaded) process is unsafe.
     ctx = get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
-    pool = ProcessPoolExecutor(jobs, mp_context=ctx, max_tasks_per_child=MAX_TASKS_PER_CHILD)
+    pending = list(reversed(tasks))
+    running: dict[Connection, tuple[object, Task]] = {}
     try:
-        futures = [pool.submit(normalize_one, i, f, out, trace_id, force) for i, f in enumerate(files)]
-        for fut in as_completed(futures):
-            yield fut.result()
+        while pending or running:
+            while pending and len(running) < jobs:
+                task = pending.pop()
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_work, args=(send, task, out, force), name=f"tracepipe-{task.index}")
+                proc.start()
+                send.close()  # the worker holds the only writer: its exit makes recv() see EOF
+                running[recv] = (proc, task)
+            for conn in wait(list(running)):
+                proc, task = running.pop(conn)  # type: ignore[call-overload]
+                try:
+                    outcome: Outcome | None = conn.recv()  # type: ignore[attr-defined]
+                except (EOFError, OSError):
+                    outcome = None
+                conn.close()  # type: ignore[attr-defined]
+                proc.join()  # type: ignore[attr-defined]
+                yield outcome or _died(task, proc.exitcode, proc.pid)  # type: ignore[attr-defined]
     finally:
         # On an error or an interrupt, inputs not started are dropped; those running finish and commit whole.
-        pool.shutdown(wait=True, cancel_futures=True)
+        for proc, _ in running.values():
+            proc.join()  # type: ignore[attr-defined]
 
 
-def _on_dask(files: list[Path], out: Path, trace_id: str | None, force: bool, scheduler: str) -> Iterator[Outcome]:
+def _died(task: Task, exitcode: int | None, pid: int | None) -> Outcome:
+    if exitcode is not None and exitcode < 0:
+        how = f"was killed by {signal.Signals(-exitcode).name}"
+        hint = " (out of memory? see dmesg; try fewer --jobs)" if exitcode == -signal.SIGKILL else ""
+    else:
+        how, hint = f"exited with code {exitcode} without reporting", ""
+    reason = f"its worker process {pid} {how}{hint}; nothing of it was committed, the batch went on"
+    return Outcome(task.index, task.path, error=reason, died=True, worker_pid=pid or 0)
+
+
+def _on_dask(tasks: list[Task], out: Path, force: bool, scheduler: str) -> Iterator[Outcome]:
     try:  # optional dependency: only --scheduler needs it
         from dask.distributed import Client
         from dask.distributed import as_completed as dask_completed
@@ -139,7 +205,8 @@ def _on_dask(files: list[Path], out: Path, trace_id: str | None, force: bool, sc
     out = out.resolve()
     with Client(scheduler) as client:
         futures = [
-            client.submit(normalize_one, i, f.resolve(), out, trace_id, force, pure=False) for i, f in enumerate(files)
+            client.submit(normalize_one, t.index, t.path.resolve(), out, t.trace_id, force, t.note, pure=False)
+            for t in tasks
         ]
         try:
             for fut in dask_completed(futures):

@@ -13,6 +13,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,7 +48,8 @@ class Sqlite:
         self.shown = shown
         _check_not_truncated(path, shown)
         try:
-            self.conn = adbc.connect(f"file:{path}?mode=ro")
+            # A URI: the path quoted, so '?', '#' or '%' in it are not read as URI syntax.
+            self.conn = adbc.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro")
             self.tables = set(self.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
         except adbc.Error as e:
             raise BadInputError(shown, f"not a readable sqlite database ({_first_line(e)})") from e

@@ -1,0 +1,238 @@
+"""Batches that lose a worker, sources that change under one trace id, bombs and limits, and the exit code
+of every input problem: 2 with one line naming the file and the fix, never 1 (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.errors import BadInputError
+from pipeline.normalize.source import SQLITE_MAGIC, local_file
+from pipeline.store import committed_files, trace_ids
+from tests.conftest import SMALLCNN, gunzip_to
+
+TP = [sys.executable, "-m", "pipeline.cli"]
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
+def tp(*args: object, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*TP, *map(str, args)], capture_output=True, text=True, env={**ENV, **(env or {})}, cwd=cwd, check=False
+    )
+
+
+def kernels_of(out: Path, trace_id: str) -> int:
+    return sum(pq.read_table(f).num_rows for f in committed_files(out, "kernels") if f"/{trace_id}/" in str(f))
+
+
+def _capture(folder: Path, name: str = "nsys.sqlite", drop_kernels: int = 0) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    db = gunzip_to(SMALLCNN / "nsys.sqlite.gz", folder / name)
+    if drop_kernels:
+        con = sqlite3.connect(db)
+        con.execute(
+            "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN "
+            f"(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT {drop_kernels})"
+        )
+        con.commit()
+        con.close()
+    return db
+
+
+# ------------------------------------------------------------------------------------------- workers
+
+
+def test_a_killed_worker_fails_only_its_input_and_the_batch_goes_on(tmp_path: Path) -> None:
+    inputs = [_capture(tmp_path / f"r{i}", f"{name}.sqlite") for i, name in enumerate("abcd")]
+    out = tmp_path / "out"
+    r = tp("normalize", *inputs, "--out", out, "--jobs", "2", "--quiet", env={"TRACEPIPE_KILL_WORKER": "b.sqlite"})
+    assert r.returncode == 3, r.stderr
+    assert "r1/b.sqlite: its worker process" in r.stderr and "was killed by SIGKILL" in r.stderr
+    assert trace_ids(out) == ["r0.a", "r2.c", "r3.d"]  # every other input committed, after the kill too
+    assert all(kernels_of(out, t) == 33 for t in ("r0.a", "r2.c", "r3.d"))
+    assert tp("normalize", *inputs, "--out", out, "--jobs", "2", "--quiet").returncode == 0  # re-run: the rest
+    assert trace_ids(out) == ["r0.a", "r1.b", "r2.c", "r3.d"]
+
+
+# ------------------------------------------------------------------------------------------- same source
+
+
+def test_up_to_date_means_the_same_source(tmp_path: Path) -> None:
+    a = _capture(tmp_path / "a" / "run")
+    b = _capture(tmp_path / "b" / "run", drop_kernels=10)
+    out = tmp_path / "out"
+    assert tp("normalize", a, "--out", out, "--quiet").returncode == 0
+    meta = pq.read_table(committed_files(out, "trace_meta")[0]).to_pylist()[0]
+    st = a.stat()
+    assert meta["source_path"] == str(a.resolve()) and meta["source_bytes"] == st.st_size
+    assert meta["source_mtime_ns"] == st.st_mtime_ns
+    assert meta["source_sha256"] == hashlib.sha256(a.read_bytes()).hexdigest()
+    # b/run/nsys.sqlite maps to the same id 'run.nsys' but is another file: refused, a's data kept.
+    r = tp("normalize", b, "--out", out, "--quiet")
+    assert r.returncode == 2 and "already holds another file" in r.stderr and "--trace-id" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert kernels_of(out, "run.nsys") == 33
+    r = tp("normalize", b, "--out", out, "--force", "--json")
+    assert r.returncode == 0 and f"replaces trace 'run.nsys' normalized from {a.resolve()}" in r.stderr
+    assert kernels_of(out, "run.nsys") == 23
+    assert '"skipped": true' in tp("normalize", b, "--out", out, "--json").stdout
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched, same content: still up to date
+    assert '"skipped": true' in tp("normalize", b, "--out", out, "--json").stdout
+    _capture(tmp_path / "b" / "run", drop_kernels=5)  # same path, new content: redone
+    assert '"skipped": false' in tp("normalize", b, "--out", out, "--json").stdout
+    assert kernels_of(out, "run.nsys") == 28
+
+
+def test_names_that_used_to_fold_together_get_their_own_ids(tmp_path: Path) -> None:
+    a, b = _capture(tmp_path / "训练"), _capture(tmp_path / "推理", drop_kernels=3)
+    out = tmp_path / "out"
+    r = tp("normalize", tmp_path / "训练", tmp_path / "推理", "--out", out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert trace_ids(out) == ["~E6~8E~A8~E7~90~86.nsys", "~E8~AE~AD~E7~BB~83.nsys"]  # 推理, 训练
+    assert kernels_of(out, "~E8~AE~AD~E7~BB~83.nsys") == 33 and kernels_of(out, "~E6~8E~A8~E7~90~86.nsys") == 30
+    assert a.exists() and b.exists()
+
+
+# ------------------------------------------------------------------------------------------- bounded resources
+
+
+def _sqlite_header(page_size: int, pages: int) -> bytes:
+    """The first 100 bytes of an SQLite file stating ``page_size * pages`` bytes (sqlite.org/fileformat.html)."""
+    h = bytearray(100)
+    h[:16] = SQLITE_MAGIC
+    h[16:18] = (1 if page_size == 65536 else page_size).to_bytes(2, "big")
+    h[24:28] = (7).to_bytes(4, "big")  # change counter
+    h[28:32] = pages.to_bytes(4, "big")
+    h[92:96] = (7).to_bytes(4, "big")  # version-valid-for = change counter: the stated size is valid
+    return bytes(h)
+
+
+def test_a_gzip_sqlite_bomb_stops_at_its_stated_size(tmp_path: Path) -> None:
+    bomb = tmp_path / "nsys.sqlite.gz"
+    with gzip.open(bomb, "wb", compresslevel=1) as f:
+        f.write(_sqlite_header(4096, 2))  # says 8 KiB
+        for _ in range(64):
+            f.write(bytes(1 << 20))  # is 64 MiB
+    assert bomb.stat().st_size < 1 << 20
+    stated = "decompresses past the 8192 bytes its SQLite header states"
+    with pytest.raises(BadInputError, match=stated), local_file(bomb, ".sqlite"):
+        pass
+
+
+def test_a_gzip_sqlite_larger_than_the_free_space_is_refused_before_decompressing(tmp_path: Path) -> None:
+    huge = tmp_path / "nsys.sqlite.gz"
+    with gzip.open(huge, "wb") as f:
+        f.write(_sqlite_header(65536, 2**31 - 1))  # says 140 TB
+    r = tp("normalize", huge, "--out", tmp_path / "out", "--quiet", env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 2 and "too little free space" in r.stderr and "TMPDIR" in r.stderr
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("tracepipe-")] == []  # nothing left behind
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_in_memory_inputs_past_the_limit_are_refused_naming_the_setting(tmp_path: Path, gz: bool) -> None:
+    data = gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes())
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    limit = len(data) - 1
+    r = tp("normalize", path, "--out", tmp_path / "o", "--quiet", env={"TRACEPIPE_MAX_INPUT_BYTES": str(limit)})
+    assert r.returncode == 2 and "TRACEPIPE_MAX_INPUT_BYTES" in r.stderr and str(path) in r.stderr
+    r = tp("normalize", path, "--out", tmp_path / "o", "--quiet", env={"TRACEPIPE_MAX_INPUT_BYTES": str(len(data))})
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("env", ["TRACEPIPE_MAX_INPUT_BYTES", "TRACEPIPE_MEMORY_LIMIT", "TRACEPIPE_TEMP_LIMIT"])
+def test_settings_are_validated_not_pasted(env: str, nsys_out: Path, tmp_path: Path) -> None:
+    pwned = tmp_path / "pwned.csv"
+    value = f"1GB'; COPY (SELECT 1) TO '{pwned}'; SELECT '"
+    cmd = ("normalize", SMALLCNN / "nsys.sqlite.gz", "--out", tmp_path / "o") if "INPUT" in env else ("sql", nsys_out)
+    r = tp(*cmd, *(["SELECT 1"] if cmd[0] == "sql" else []), env={env: value})
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and env in r.stderr
+    assert not pwned.exists()
+
+
+def test_duckdb_spills_to_a_capped_private_folder_removed_on_exit(nsys_out: Path, tmp_path: Path) -> None:
+    tmp, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    tmp.mkdir()
+    cwd.mkdir()
+    env = {"TMPDIR": str(tmp), "TRACEPIPE_MEMORY_LIMIT": "64MB", "TRACEPIPE_TEMP_LIMIT": "2GB"}
+    sort = "SELECT count(*) FROM (SELECT i, random() AS r FROM range(3000000) t(i) ORDER BY r)"
+    where = "SELECT current_setting('temp_directory'), current_setting('max_temp_directory_size')"
+    r = tp("sql", nsys_out, f"{where}, ({sort}) AS n", "--format", "csv", env=env, cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    folder, cap, n = (v.strip('"') for v in r.stdout.splitlines()[1].split(","))
+    assert Path(folder).parent == tmp and Path(folder).name.startswith("tracepipe-duckdb-") and n == "3000000"
+    assert cap.startswith("1.8 GiB") or cap.startswith("1.9 GiB") or cap == "2000000000 bytes", cap
+    assert list(cwd.iterdir()) == [] and list(tmp.iterdir()) == []  # no ./.tmp, and the spill folder is gone
+    env["TRACEPIPE_TEMP_LIMIT"] = "1MB"
+    r = tp("sql", nsys_out, sort, "--format", "csv", env=env, cwd=cwd)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert list(tmp.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------- exit codes
+
+
+def _deep_json(tmp_path: Path) -> Path:
+    p = tmp_path / "deep.json"
+    p.write_text('{"traceEvents": ' + "[" * 10**6 + "]" * 10**6 + "}")
+    return p
+
+
+def _huge_ts(tmp_path: Path) -> Path:
+    import json
+
+    trace = json.loads(gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()))
+    next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")["ts"] = 1e300
+    p = tmp_path / "huge_ts.json"
+    p.write_text(json.dumps(trace))
+    return p
+
+
+def _text_columns(tmp_path: Path) -> Path:
+    db = _capture(tmp_path / "run")
+    con = sqlite3.connect(db)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon', gridX = 'wide' WHERE rowid = 2")
+    con.commit()
+    con.close()
+    return db
+
+
+@pytest.mark.parametrize("make", [_deep_json, _huge_ts, _text_columns], ids=["nested_1e6", "ts_1e300", "text_kernels"])
+def test_hostile_values_are_bad_input_not_bugs(make, tmp_path: Path) -> None:
+    path = make(tmp_path)
+    r = tp("normalize", path, "--out", tmp_path / "out", "--quiet")
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and str(path) in r.stderr and "re-export" in r.stderr
+    assert trace_ids(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(
+    ("code", "fix"), [(errno.ENOSPC, "no space left"), (errno.EACCES, "permission denied"), (errno.EROFS, "read-only")]
+)
+def test_disk_and_permission_errors_are_exit_2_naming_the_file(
+    code: int, fix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The OS error is raised where a full or read-only disk raises it: writing a table of the trace."""
+    from pipeline import cli
+    from pipeline.store import TraceWriter
+
+    def fail(self: TraceWriter, table: str, batches: object) -> int:
+        raise OSError(code, os.strerror(code), str(self.staged_file(table)))
+
+    monkeypatch.setattr(TraceWriter, "write_batches", fail)
+    monkeypatch.setattr(sys, "argv", ["tracepipe", "normalize", str(SMALLCNN / "nsys.sqlite.gz"), "-o", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_:
+        cli.run()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert fix in err and "kernels.parquet" in err and len(err.strip().splitlines()) == 1
