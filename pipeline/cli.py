@@ -484,10 +484,12 @@ def _internal(e: BaseException) -> None:
 
 # Stages defined in their own packages, registered here (imports stay lazy inside each command).
 from pipeline.capture.cli import capture  # noqa: E402
+from pipeline.export.cli import export  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
 
 main.add_command(capture)
 main.add_command(report)
+main.add_command(export)
 
 if __name__ == "__main__":
     run()
