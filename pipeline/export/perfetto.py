@@ -32,6 +32,7 @@ import gzip
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -155,9 +156,10 @@ def _kineto_copy_name() -> str:
     codes = ", ".join(f"('{label}', '{code}')" for code, label in MEMCPY_KINDS.items())
     code = f"(SELECT c FROM (VALUES {codes}) t(l, c) WHERE l = copy_kind)"
     return f"""CASE op_kind
-        WHEN 'memcpy' THEN 'Memcpy' || coalesce(' ' || coalesce({code}, regexp_replace(copy_kind, '\\W', '', 'g')), '')
-            || CASE WHEN src_kind IS NOT NULL AND dst_kind IS NOT NULL THEN ' (' || src_kind || ' -> ' || dst_kind || ')'
-                    ELSE '' END
+        WHEN 'memcpy' THEN 'Memcpy'
+            || coalesce(' ' || coalesce({code}, regexp_replace(copy_kind, '\\W', '', 'g')), '')
+            || CASE WHEN src_kind IS NOT NULL AND dst_kind IS NOT NULL
+                    THEN ' (' || src_kind || ' -> ' || dst_kind || ')' ELSE '' END
         ELSE 'Memset' || coalesce(' (' || mem_kind || ')', '') END"""
 
 
@@ -306,8 +308,7 @@ def _counters_sql(depth: int, with_passes: bool) -> str:
     if with_passes:
         series.append("""'pass ' || coalesce("pass", '(none)')""")
     ops = " UNION ALL ".join(
-        f"SELECT gpu_pid, {s} AS counter, start_ns, start_ns + duration_ns AS end_ns FROM {_GPU_TABLE}"
-        for s in series
+        f"SELECT gpu_pid, {s} AS counter, start_ns, start_ns + duration_ns AS end_ns FROM {_GPU_TABLE}" for s in series
     )
     event = _obj(
         [
@@ -336,7 +337,8 @@ def _metadata_sql() -> str:
         UNION SELECT pid, tid FROM nvtx_marks WHERE trace_id = $trace"""
     gpu_threads = f"""
         SELECT device_id, gpu_pid AS pid, gpu_tid AS tid FROM {_GPU_TABLE}
-        UNION SELECT pid, coalesce(pid, -1) + $gpu_base, tid FROM nvtx_ranges WHERE trace_id = $trace AND kind = 'gpu'"""
+        UNION SELECT pid, coalesce(pid, -1) + $gpu_base, tid
+        FROM nvtx_ranges WHERE trace_id = $trace AND kind = 'gpu'"""
 
     def meta(name: str, pid: str, tid: str, key: str, value: str) -> str:
         return _obj(
@@ -350,6 +352,7 @@ def _metadata_sql() -> str:
         )
 
     gpu_name = "(SELECT any_value(d.name) FROM devices d WHERE d.trace_id = $trace AND d.device_id = g.device_id)"
+    gpu_label = f"to_json('GPU ' || coalesce(device_id::VARCHAR, '?') || coalesce(': ' || {gpu_name}, ''))"
     return f"""
     WITH cpu AS (SELECT * FROM ({cpu_threads}) WHERE pid IS NOT NULL AND tid IS NOT NULL),
          gpu AS (SELECT * FROM ({gpu_threads}) WHERE tid IS NOT NULL)
@@ -358,7 +361,7 @@ def _metadata_sql() -> str:
         FROM (SELECT DISTINCT pid FROM cpu)
     UNION ALL SELECT {meta("thread_name", "pid", "tid", "name", "to_json('thread ' || tid)")} FROM cpu
     UNION ALL SELECT unnest([
-        {meta("process_name", "pid", "0", "name", f"to_json('GPU ' || coalesce(device_id::VARCHAR, '?') || coalesce(': ' || {gpu_name}, ''))")},
+        {meta("process_name", "pid", "0", "name", gpu_label)},
         {meta("process_sort_index", "pid", "0", "sort_index", "(1000 + coalesce(device_id, 0))::VARCHAR")}])
         FROM (SELECT DISTINCT device_id, pid FROM gpu) g
     UNION ALL SELECT unnest([{meta("thread_name", "pid", "tid", "name", "to_json('stream ' || tid)")},
@@ -493,11 +496,15 @@ def _header(con: duckdb.DuckDBPyConnection, trace_id: str) -> str:
     return text + ', "traceEvents": [\n'
 
 
-def _open(path: Path, compress: bool) -> IO[bytes]:
-    if compress:
-        # mtime 0: the same trace exports to the same bytes.
-        return gzip.GzipFile(filename="", mode="wb", fileobj=open(path, "wb"), compresslevel=6, mtime=0)  # noqa: SIM115
-    return open(path, "wb")  # noqa: SIM115
+@contextmanager
+def _open(path: Path, compress: bool) -> Iterator[IO[bytes]]:
+    """``path`` for writing, through gzip when ``compress`` (mtime 0: one trace always exports to the same bytes)."""
+    with open(path, "wb") as raw:
+        if not compress:
+            yield raw
+            return
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) as z:
+            yield z
 
 
 def export_perfetto(
