@@ -12,7 +12,12 @@ from pipeline import console
 
 @click.group()
 def export() -> None:
-    """Write a normalized trace in another tool's format."""
+    """Write a normalized trace in another tool's format.
+
+    \b
+    Examples:
+      tracepipe export perfetto build/normalized --trace-id h200_resnet18.nsys -o resnet18.json.gz
+    """
 
 
 @export.command()
