@@ -36,7 +36,8 @@ def theirs(normalized: str, out: str) -> None:
     import pyarrow.parquet as pq
 
     def table(name: str) -> list[dict]:
-        return pq.read_table(Path(normalized) / name).to_pylist()
+        files = sorted((Path(normalized) / name).rglob("*.parquet"))  # the one trace's file
+        return [row for f in files for row in pq.read_table(f).to_pylist()]
 
     events: list[dict] = []
     calls = table("api_calls")
