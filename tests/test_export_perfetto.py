@@ -234,6 +234,9 @@ def test_bad_input_exits_2_with_one_line(exported: dict[str, Any], tmp_path: Pat
         (("export", "perfetto", exported["norm"], "--trace-id", "nope"), "nope"),
         (("export", "perfetto", exported["norm"], "--trace-id", RESNET[2], "-o", tmp_path), "folder"),
     ]
+    shapes = tmp_path.parent / f"{tmp_path.name}-shapes"
+    normalize_file(SAMPLES / RESNET[0] / "layer_shapes.json", shapes)  # per-module MACs: no timeline
+    cases.append((("export", "perfetto", shapes), "no timeline"))
     for args, says in cases:
         r = tp(*args)
         assert r.returncode == 2, (args, r.stderr)
