@@ -1,6 +1,7 @@
 """Cross-check: HolisticTraceAnalysis (HTA, a reader of PyTorch profiler traces we did not write) on a PyTorch
 trace and on `tracepipe export perfetto` of that trace normalized: its kernel breakdown (every row: name, sum,
-max, min, mean, stddev) and temporal breakdown must be equal.  The export of the nsys trace of the same model
+max, min, mean, stddev) and temporal breakdown must be equal (where HTA's temporal breakdown fails its own
+assertion on the original, it must fail on the export too).  The export of the nsys trace of the same model
 (another capture, so other numbers) is run through HTA too: an nsys trace becomes one HTA reads.
 
     python -m venv /tmp/hta && /tmp/hta/bin/pip install "pandas<3" HolisticTraceAnalysis==0.5.0
@@ -27,10 +28,12 @@ import json, sys
 from hta.trace_analysis import TraceAnalysis
 a = TraceAnalysis(trace_dir=sys.argv[1])
 types, kernels = a.get_gpu_kernel_breakdown(visualize=False)
-temporal = a.get_temporal_breakdown(visualize=False)
 kernels = kernels.drop(columns=["rank"]).sort_values(["name", "sum (us)"]).round(6)
-temporal = temporal.drop(columns=["rank"])
-print(json.dumps({"kernels": kernels.to_dict("records"), "temporal": temporal.to_dict("records")}))
+try:
+    temporal = a.get_temporal_breakdown(visualize=False).drop(columns=["rank"]).to_dict("records")
+except AssertionError as e:  # HTA 0.5's own check fails on some real traces (the training sample's original)
+    temporal = f"HTA failed: AssertionError {e}"
+print(json.dumps({"kernels": kernels.to_dict("records"), "temporal": temporal}))
 """
 
 
