@@ -1,14 +1,17 @@
-"""Depth and parent of NVTX-style ranges, shared by every normalizer that has ranges."""
+"""The nesting engine of normalize: depth and parent of NVTX-style ranges (every normalizer that has ranges),
+and the Python call stack of each chrome-trace op by the same innermost-open rule attribution uses."""
 
 from __future__ import annotations
 
 from importlib import resources
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 _SQL = resources.files("pipeline.normalize").joinpath("sql/nvtx_nesting.sql").read_text()
+_STACKS_SQL = resources.files("pipeline.normalize").joinpath("sql/call_stacks.sql").read_text()
 
 
 def with_nesting(ranges: pa.Table) -> pa.Table:
@@ -32,3 +35,53 @@ def with_nesting(ranges: pa.Table) -> pa.Table:
     depth = pc.if_else(pc.is_null(joined["depth"]), pa.scalar(0, pa.int32()), joined["depth"].cast(pa.int32()))
     joined = joined.set_column(joined.schema.get_field_index("depth"), "depth", depth)
     return joined.sort_by([("start_ns", "ascending"), ("range_id", "ascending")])
+
+
+def _filled(col: pa.ChunkedArray) -> pa.Array:
+    return pc.fill_null(col, -1).combine_chunks()
+
+
+def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
+    """For each op (in ``ops`` order): the python_function ``frames`` open on its thread at its start,
+    outermost first, ';'-joined; null where none is (the rule: sql/call_stacks.sql's header)."""
+    con = duckdb.connect()
+    con.execute("SET threads = 1")  # it runs beside the other tables' writes (normalize_chrome)
+    con.register(
+        "frames",
+        pa.table(
+            {
+                "frame": np.arange(frames.num_rows, dtype=np.int64),
+                "pid": _filled(frames["pid"]),
+                "tid": _filled(frames["tid"]),
+                "start_ns": frames["start_ns"],
+                "end_ns": frames["end_ns"],
+                "python_id": frames["python_id"],
+                "python_parent_id": frames["python_parent_id"],
+            }
+        ),
+    )
+    con.register(
+        "points",
+        pa.table(
+            {
+                "op": np.arange(ops.num_rows, dtype=np.int64),
+                "pid": _filled(ops["pid"]),
+                "tid": _filled(ops["tid"]),
+                "t": ops["start_ns"],
+            }
+        ),
+    )
+    try:
+        con.execute(_STACKS_SQL)
+        per_op = con.sql("SELECT op, stack FROM call_stacks").to_arrow_table()
+        stacks = con.sql("SELECT frames FROM stack_frames ORDER BY stack").to_arrow_table()["frames"].combine_chunks()
+    finally:
+        con.close()
+    names = frames["name"].combine_chunks().take(stacks.values)
+    if pa.types.is_dictionary(names.type):
+        names = names.dictionary_decode()
+    joined = pc.binary_join(pa.ListArray.from_arrays(stacks.offsets, names), ";")
+    # Ops without an open frame point one past the stacks, at a null.
+    slot = np.full(ops.num_rows, len(joined), dtype=np.int64)
+    slot[per_op["op"].to_numpy()] = per_op["stack"].to_numpy()
+    return pa.concat_arrays([joined, pa.nulls(1, pa.string())]).take(pa.array(slot))
