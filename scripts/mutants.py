@@ -159,8 +159,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "call_stack_frame_open_at_its_end",
         CALL_STACKS,
-        "SELECT op, frame AS leaf, 0 AS level FROM latest WHERE end_ns > t",
-        "SELECT op, frame AS leaf, 0 AS level FROM latest WHERE end_ns >= t",
+        "FROM latest WHERE end_ns > t\n    UNION ALL\n    SELECT l.op, l.frame, min(c.level)\n"
+        "    FROM latest l JOIN chains c ON c.leaf = l.frame AND c.end_ns > l.t\n    WHERE l.end_ns <= l.t",
+        "FROM latest WHERE end_ns >= t\n    UNION ALL\n    SELECT l.op, l.frame, min(c.level)\n"
+        "    FROM latest l JOIN chains c ON c.leaf = l.frame AND c.end_ns >= l.t\n    WHERE l.end_ns < l.t",
         "a frame that ends at the op's start has returned (half-open): the op is its caller's",
         (STACKS,),
     ),
