@@ -37,13 +37,23 @@ def with_nesting(ranges: pa.Table) -> pa.Table:
     return joined.sort_by([("start_ns", "ascending"), ("range_id", "ascending")])
 
 
-def _filled(col: pa.ChunkedArray) -> pa.Array:
-    return pc.fill_null(col, -1).combine_chunks()
+def _thread_keys(frames: pa.Table, ops: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """One small int64 per (pid, tid) pair, the same for frames and ops: codes of each column's distinct
+    values combined, exact whatever the ids (text ids are large), and one key sorts faster than two."""
+    codes = []
+    for col in ("pid", "tid"):
+        both = pa.chunked_array(frames[col].chunks + ops[col].chunks, frames.schema.field(col).type)
+        enc = pc.dictionary_encode(pc.fill_null(both, -1)).combine_chunks()
+        codes.append((enc.indices.cast(pa.int64()), len(enc.dictionary)))
+    (pids, _), (tids, n_tids) = codes
+    key = pc.add(pc.multiply(pids, n_tids), tids)
+    return key.slice(0, frames.num_rows), key.slice(frames.num_rows)
 
 
 def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
     """For each op (in ``ops`` order): the python_function ``frames`` open on its thread at its start,
     outermost first, ';'-joined; null where none is (the rule: sql/call_stacks.sql's header)."""
+    frame_thread, op_thread = _thread_keys(frames, ops)
     con = duckdb.connect()
     con.execute("SET threads = 1")  # it runs beside the other tables' writes (normalize_chrome)
     con.register(
@@ -51,8 +61,8 @@ def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
         pa.table(
             {
                 "frame": np.arange(frames.num_rows, dtype=np.int64),
-                "pid": _filled(frames["pid"]),
-                "tid": _filled(frames["tid"]),
+                "thread": frame_thread,
+                "pid": pc.fill_null(frames["pid"], -1),
                 "start_ns": frames["start_ns"],
                 "end_ns": frames["end_ns"],
                 "python_id": frames["python_id"],
@@ -62,14 +72,7 @@ def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
     )
     con.register(
         "points",
-        pa.table(
-            {
-                "op": np.arange(ops.num_rows, dtype=np.int64),
-                "pid": _filled(ops["pid"]),
-                "tid": _filled(ops["tid"]),
-                "t": ops["start_ns"],
-            }
-        ),
+        pa.table({"op": np.arange(ops.num_rows, dtype=np.int64), "thread": op_thread, "t": ops["start_ns"]}),
     )
     try:
         con.execute(_STACKS_SQL)

@@ -1,7 +1,7 @@
 -- Python call stacks of chrome-trace ops: the python_function frames open on an op's thread at its start.
--- Inputs:  frames(frame, pid, tid, start_ns, end_ns, python_id, python_parent_id)   frame: row number in the
---                 file; pid/tid: -1 where the trace has none; times in ns
---          points(op, pid, tid, t)   each op (its row), the thread and instant (ns) of its start
+-- Inputs:  frames(frame, thread, pid, start_ns, end_ns, python_id, python_parent_id)   frame: row number in
+--                 the file; thread: one key per (pid, tid); pid: -1 where the trace has none; times in ns
+--          points(op, thread, t)   each op (its row), its thread's key and the instant (ns) of its start
 -- Output:  table call_stacks(op, stack) per op that has a frame open; table stack_frames(stack, frames):
 --          frames of each distinct stack, outermost first (normalize turns them into names joined by ';')
 -- Rule: the innermost-open rule of sql/gpu_op_layers.sql, over the trace's own caller links.  The frame open
@@ -17,11 +17,11 @@
 -- latest frames' depth (the recursion runs once per level, not per op).
 CREATE TEMP TABLE latest AS   -- per op: the frame started last at or before it on its thread
 WITH last_start AS MATERIALIZED (
-    SELECT p.op, p.pid, p.tid, p.t, f.start_ns
-    FROM points p ASOF JOIN frames f ON f.pid = p.pid AND f.tid = p.tid AND p.t >= f.start_ns
+    SELECT p.op, p.thread, p.t, f.start_ns
+    FROM points p ASOF JOIN frames f ON f.thread = p.thread AND p.t >= f.start_ns
 )
 SELECT l.op, l.t, arg_min(f.frame, (f.end_ns, -f.frame)) AS frame, min(f.end_ns) AS end_ns   -- the deepest
-FROM last_start l JOIN frames f ON f.pid = l.pid AND f.tid = l.tid AND f.start_ns = l.start_ns
+FROM last_start l JOIN frames f ON f.thread = l.thread AND f.start_ns = l.start_ns
 GROUP BY l.op, l.t;
 
 CREATE TEMP TABLE chains AS
