@@ -44,17 +44,15 @@ WITH pat AS (
     SELECT *, regexp_replace(trace_id, '\.[^.]*$', '') AS capture_id FROM timeline
     UNION ALL
     SELECT *, regexp_replace(trace_id, '\.[^.]*$', '') AS capture_id FROM ncu
-), names AS (
-    -- The patterns run once per distinct name, not once per kernel: a training trace repeats a few hundred
-    -- names over millions of launches (1M-kernel synthetic trace: 131 CPU-s for this view per kernel, 4.7 per name).
-    SELECT DISTINCT name FROM k
 ), name_tiles AS (
+    -- Per distinct name, not per kernel: a pattern read from a table is compiled for every row it meets
+    -- (19k kernels x 8 patterns took 2 s; names repeat, 49 distinct there).
     SELECT n.name, p.library, p.orientation AS pattern_orientation, p.reduction_padding,
            nullif(regexp_extract(n.name, p.pattern, 1), '')::BIGINT AS tile_m,
            nullif(regexp_extract(n.name, p.pattern, 2), '')::BIGINT AS tile_n,
            nullif(regexp_extract(n.name, p.pattern, 3), '')::BIGINT AS tile_k,
            coalesce(regexp_matches(n.name, p.split_k), false) AS split_k
-    FROM names n JOIN pat p ON regexp_matches(n.name, p.pattern)
+    FROM (SELECT DISTINCT name FROM k) n JOIN pat p ON regexp_matches(n.name, p.pattern)
     QUALIFY row_number() OVER (PARTITION BY n.name ORDER BY p.priority) = 1
 ), matched AS (
     SELECT k.*, t.library, t.pattern_orientation, t.reduction_padding, t.tile_m, t.tile_n, t.tile_k, t.split_k
