@@ -20,39 +20,12 @@ import pytest
 from pipeline.analyze import connect, view_files, write_views
 from pipeline.report.browser_check import overflows
 from tests.conftest import SAMPLES, gunzip_to
-from tests.reference import Call, Kernel, Range, innermost, path_of
+from tests.reference import nsys_path_stats as reference_paths
 from tests.test_cli import tp
 from tests.test_report import check_png, no_network
 
 RESNET18 = SAMPLES / "h200_resnet18"
 SCALE = 3  # conv2's kernels in the scaled copy take exactly this many times as long
-
-
-def reference_paths(sqlite: Path) -> dict[str | None, tuple[int, int]]:
-    """Independent: (kernels, GPU time ns) per innermost NVTX path, nsys's projection rule applied to the raw
-    tables by the nested-loop reference (a kernel belongs to the ranges around its launching call)."""
-    raw = sqlite3.connect(sqlite)
-    calls = [
-        Call(c, (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s)
-        for c, t, s in raw.execute("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME")
-    ]
-    ranges = [
-        Range(i, "push_pop", (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s, e, x)
-        for i, (t, s, e, x) in enumerate(
-            raw.execute(  # newer nsys exports keep the text in StringIds
-                'SELECT globalTid, n.start, n."end", coalesce(n.text, s.value) FROM NVTX_EVENTS n '
-                "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59"
-            )
-        )
-    ]
-    rows = raw.execute('SELECT correlationId, globalPid, "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchall()
-    ref = innermost([Kernel(c, c, (p >> 24) & 0xFFFFFF) for c, p, _ in rows], calls, ranges)
-    out: dict[str | None, tuple[int, int]] = {}
-    for c, _, d in rows:
-        path = path_of(ref[c], ranges) if ref[c] is not None else None
-        n, t = out.get(path, (0, 0))
-        out[path] = (n + 1, t + d)
-    return out
 
 
 def scale_conv2(src: Path, dest: Path) -> Path:
