@@ -322,7 +322,7 @@ def analyze(
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
     from pipeline import catalog
-    from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
+    from pipeline.analyze import analysis_warnings, connect, create_views, default_views, view_files, write_views
 
     sql_dir = catalog.SQL_DIR
     if not view_files(sql_dir):
@@ -333,8 +333,7 @@ def analyze(
     unknown = set(views) - set(view_files(sql_dir))
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    # warnings unless -q
-    con = connect(normalized, sql_dir, views=views if quiet else [*views, "analysis_warnings"], device=device)
+    con = connect(normalized, sql_dir, views=[], device=device)  # write_views creates each view as it goes
     if device is not None and not as_json:
         part = DEVICE_PRESETS[device]
         console.out.print(
@@ -346,6 +345,7 @@ def analyze(
     written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None), sql_dir=sql_dir)
     rows = {view: written[view] for view in views}
     if not quiet:
+        create_views(con, sql_dir, only=["analysis_warnings"], keep_existing=True)
         for line in analysis_warnings(con):
             console.warn(line)
     if as_json:
@@ -449,8 +449,10 @@ def duckdb_error() -> type[Exception]:
 
 def run() -> None:
     """Entry point: bad input and tool failures end in one line and an exit code, not a traceback."""
+    from pipeline.lean import pyarrow_without_pandas
     from pipeline.store import TraceIdError
 
+    pyarrow_without_pandas()  # a process of its own: pandas is never used (tests' in-process runs keep it)
     try:
         main(standalone_mode=True)
     except (BadInputError, SettingError, TraceIdError) as e:
@@ -484,12 +486,16 @@ def _internal(e: BaseException) -> None:
 
 # Stages defined in their own packages, registered here (imports stay lazy inside each command).
 from pipeline.capture.cli import capture  # noqa: E402
+from pipeline.export.cli import export  # noqa: E402
+from pipeline.oneshot import run_command  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
 from pipeline.report.diff_cli import diff  # noqa: E402
 
 main.add_command(capture)
 main.add_command(report)
 main.add_command(diff)
+main.add_command(export)
+main.add_command(run_command)
 
 if __name__ == "__main__":
     run()
