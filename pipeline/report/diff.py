@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError
@@ -144,7 +145,7 @@ def open_side(spec: str, scratch: Path) -> Side:
     rows = _side_rows(con, path)
     con.close()
     trace = pick_trace(rows, path, wanted)
-    mask = pa.compute.equal(rows.column("trace_id"), trace)
+    mask = pc.equal(rows.column("trace_id"), trace)
     return Side(spec, path, kind, trace, rows.filter(mask))
 
 
