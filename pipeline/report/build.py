@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import console
-from pipeline.report import tables
+from pipeline.report import detail, tables
 from pipeline.report.data import Views, load
 from pipeline.report.html import Col, Page, image, integer, known, na, pct, si, table, us
 from pipeline.report.html import name as cut_name
@@ -188,10 +188,13 @@ class _TraceBuilder:
         ):
             macs = "not available (no layer shapes were captured for this trace: see tracepipe capture)"
         self.rep.sections["macs"] = macs or "drawn"
+        training, passes = detail.pass_split(self.by_path)
+        cols = LAYER_COLS if training else [c for c in LAYER_COLS if not c.name.endswith("_gpu_time_ns")]
         self.parts.append(
             "<h3>GPU time per layer</h3>"
             + img
-            + table(self.by_path, LAYER_COLS, max_rows=tables.MAX_TABLE_ROWS)
+            + passes
+            + table(self.by_path, cols, max_rows=tables.MAX_TABLE_ROWS)
             + (na(f"MACs and achieved MAC/s: {macs}") if macs else "")
             + (
                 ""
@@ -203,14 +206,19 @@ class _TraceBuilder:
         )
 
     def kernels(self) -> None:
+        occ = self.v.unavailable.get("occupancy")
+        self.rep.sections["occupancy"] = occ or "drawn"
+        stats = detail.kernel_stats(self.v, self.trace)
+        if stats is not None:
+            self.parts.append(stats + (na(f"occupancy and limiter: {occ}") if occ else ""))
+            self.parts.append(detail.kernel_names(self.v, self.trace))
+            return
         kt = tables.kernel_table(self.k)
         notes = []
         if "geometry" in self.v.unavailable and "threads" in kt.columns:
             notes.append("threads/launch = gridDim × blockDim products of kernel_layers (view kernel_geometry missing)")
-        occ = self.v.unavailable.get("occupancy")
         if occ:
             notes.append(f"occupancy and limiter: {occ}")
-        self.rep.sections["occupancy"] = occ or "drawn"
         self.parts.append(
             "<h3>Kernels per layer</h3>"
             + table(kt, KERNEL_COLS, group="path", max_rows=tables.MAX_TABLE_ROWS)
@@ -225,7 +233,7 @@ class _TraceBuilder:
         if load_ is None:
             reason = self.v.unavailable.get("sm_load", "not available (no layer_sm_load rows for this trace)")
             self.rep.sections["sm_load"] = reason
-            self.parts.append(na(reason))
+            self.parts.append(na(reason) + detail.sm_spread(self.v, self.trace))
             return
         self.rep.sections["sm_load"] = "drawn"
         self.parts.append(
@@ -235,6 +243,10 @@ class _TraceBuilder:
             "compare; black = no block assigned. The left-to-right steps are the model's dispatch order, not "
             "measured imbalance.</p>" + table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS)
         )
+        self.parts.append(detail.sm_spread(self.v, self.trace))
+
+    def steps_and_memory(self) -> None:
+        self.parts.append(detail.steps(self.v, self.trace) + detail.memory_ops(self.v, self.trace))
 
     def timeline(self) -> None:
         from pipeline.report.plots import timeline
@@ -263,6 +275,7 @@ class _TraceBuilder:
             _Stage(f"{self.trace} kernel table", self.kernels),
             _Stage(f"{self.trace} SM heatmap", self.sm_load),
             _Stage(f"{self.trace} timeline", self.timeline),
+            _Stage(f"{self.trace} steps and memory", self.steps_and_memory),
         ]
 
 
@@ -288,6 +301,8 @@ def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str,
     pngs += [write_atomic(out / name, png) for *_, (name, png) in extra]
     for b in builders:
         page.sections.append((slug(b.trace), b.trace, "".join(b.parts)))
+    if ncu_only := detail.ncu_only_section(views):
+        page.sections.append(ncu_only)
     html_path = write_atomic(out / "report.html", page.render().encode())
     return Report(html_path, pngs, [b.rep for b in builders])
 
