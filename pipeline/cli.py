@@ -507,11 +507,15 @@ def _internal(e: BaseException) -> None:
 # Stages defined in their own packages, registered here (imports stay lazy inside each command).
 from pipeline.capture.cli import capture  # noqa: E402
 from pipeline.export.cli import export  # noqa: E402
+from pipeline.oneshot import run_command  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
+from pipeline.report.diff_cli import diff  # noqa: E402
 
 main.add_command(capture)
 main.add_command(report)
+main.add_command(diff)
 main.add_command(export)
+main.add_command(run_command)
 
 if __name__ == "__main__":
     run()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 class _NoPandas:
@@ -41,3 +46,19 @@ def pyarrow_without_pandas() -> None:
         pa.array([0])
     finally:
         unblock(finder)
+
+
+def cores() -> int:
+    """CPU cores this process may run on (its affinity: ``taskset``, a container's cpuset), not the host's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def duckdb_connect(config: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one thread per core this process may use: DuckDB sizes its pool
+    by the host's cores, so on 2 allowed cores of 16 it would start 16 threads that take turns."""
+    import duckdb
+
+    return duckdb.connect(":memory:", config={"threads": str(cores()), **(config or {})})

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
+from pipeline.lean import duckdb_connect
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import committed, committed_files, hold_readers, trace_ids
 
@@ -222,7 +223,7 @@ def connect(
     normalized = normalized.resolve()  # the sandbox compares resolved paths with the scans' globs
     hold_readers(normalized)  # no writer removes a generation this process reads
     config = duckdb_config()
-    con = duckdb.connect(":memory:", config=config)
+    con = duckdb_connect(config)
     weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)  # also at interpreter exit
     _check_schema_versions(con, normalized)
     con.execute("SET preserve_insertion_order = false")
@@ -332,15 +333,16 @@ def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDB
     return result
 
 
-def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> None:
-    """``view`` into ``dest``, renamed into place only when complete."""
+def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
+    """``view`` into ``dest``, renamed into place only when complete; the rows written."""
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
     try:
-        con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)})  # never pasted
+        (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchone()
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
+    return rows
 
 
 def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None:
@@ -373,10 +375,10 @@ def write_views(
     """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete;
     returns the rows of each view. ``done(view)`` is called as each view is written (progress).
 
-    Views are written in dependency order, each computed once: once written, a view reads its own
-    Parquet file, so the views built on it (``layer_summary`` on ``kernel_layers``) neither recompute
-    it nor hold it in memory. Without ``parquet`` in ``formats`` (and for a view only needed by others)
-    that file is a hidden, temporary one.
+    Views are written in dependency order, each computed once: once written, a view that later views
+    read is pointed at its own Parquet file, so the views built on it (``layer_summary`` on
+    ``kernel_layers``) neither recompute it nor hold it in memory. Without ``parquet`` in ``formats``
+    (and for a view only needed by others) that file is a hidden, temporary one.
 
     Views ``con`` lacks are created here, each just before it is first needed: its inputs then already
     read Parquet, so creating it binds one level of SQL, not the whole tree of views below it (on a
@@ -388,8 +390,11 @@ def write_views(
     files = view_files(sql_dir)
     have = defined_views(con)
     to_write = set(_views_to_write(views, sql_dir))
+    need = needed_views(views, sql_dir)
+    # Views some later view reads: those get pointed at their Parquet file once written.
+    read_later = {i for v in need for i in view_inputs(files[v])}
     try:
-        for view in needed_views(views, sql_dir):
+        for view in need:
             if view not in have:
                 con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
             if view not in to_write:
@@ -397,14 +402,15 @@ def write_views(
             parquet = out / f"{view}.parquet"
             if view not in views or "parquet" not in formats:
                 parquet = scratch[view] = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
-            _copy(con, view, parquet, "parquet")
-            _read_back(con, view, parquet)
+            n = _copy(con, view, parquet, "parquet")
+            others = [fmt for fmt in formats if fmt != "parquet"]
+            if view in read_later or others:
+                _read_back(con, view, parquet)
             if view not in views:
                 continue
-            for fmt in formats:
-                if fmt != "parquet":
-                    _copy(con, view, out / f"{view}.{fmt}", fmt)
-            rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+            for fmt in others:
+                _copy(con, view, out / f"{view}.{fmt}", fmt)
+            rows[view] = n
             if done is not None:
                 done(view)
     finally:

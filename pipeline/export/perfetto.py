@@ -237,9 +237,12 @@ def _ranges_sql() -> str:
     gpu = "r.kind = 'gpu'"
     cat = f"CASE WHEN {gpu} THEN {_lit('gpu_user_annotation')} ELSE {_lit('user_annotation')} END"
     pid = f"CASE WHEN {gpu} THEN coalesce(r.pid, -1) + $gpu_base ELSE r.pid END"
+    # Kineto writes no device/stream args on GPU annotations (readers such as HTA take an event with a `stream`
+    # arg for a kernel): pid/tid say them, as in Kineto; only a pid moved past the CPU pids needs the device.
+    moved = f"{gpu} AND $gpu_base <> 0"
     args = [
-        ("device", f"CASE WHEN {gpu} THEN {_val('r.pid')} END"),
-        ("stream", f"CASE WHEN {gpu} THEN {_val('r.tid')} END"),
+        ("device", f"CASE WHEN {moved} THEN {_val('r.pid')} END"),
+        ("stream", f"CASE WHEN {moved} THEN {_val('r.tid')} END"),
         ("layer path", _val("p.path")),
         ("depth", _val("r.depth")),
         ("domain", _val("r.domain")),
@@ -519,6 +522,7 @@ def export_perfetto(
         raise BadInputError(out, "is a folder: give a file name ending in .json or .json.gz")
     con = connect(normalized, read_only=True, views=["gpu_op_layers", "nvtx_paths", "kernel_occupancy", "kernel_waves"])
     try:
+        _require_timeline(con, normalized, trace_id)
         params: dict[str, object] = {"trace": trace_id, "gpu_base": _gpu_base(con, trace_id)}
         con.execute(_gpu_table_sql(), params)
         depth = counter_depth if counter_depth is not None else auto_counter_depth(con)
@@ -554,6 +558,22 @@ def export_perfetto(
     finally:
         con.close()
     return result
+
+
+def _require_timeline(con: duckdb.DuckDBPyConnection, normalized: Path, trace_id: str) -> None:
+    """An ncu CSV or layer_shapes.json trace has no timeline: say so rather than write an empty file."""
+    tables = ("kernels", "memcpy", "memset", "api_calls", "nvtx_ranges", "ops")
+    events = " + ".join(f"(SELECT count(*) FROM {t} WHERE trace_id = $trace)" for t in tables)
+    (n, source_format), *_ = con.execute(
+        f"SELECT {events}, (SELECT any_value(source_format) FROM trace_meta WHERE trace_id = $trace)",
+        {"trace": trace_id},
+    ).fetchall()
+    if not n:
+        raise BadInputError(
+            normalized,
+            f"trace {trace_id!r} ({source_format}) has no timeline (no kernels, API calls, ranges or ops): "
+            "export an nsys or PyTorch profiler trace",
+        )
 
 
 def _skipped(con: duckdb.DuckDBPyConnection, trace_id: str) -> list[str]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from importlib import resources
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pipeline.lean import duckdb_connect
 
 _SQL = resources.files("pipeline.normalize").joinpath("sql/nvtx_nesting.sql").read_text()
 
@@ -16,7 +17,7 @@ def with_nesting(ranges: pa.Table) -> pa.Table:
 
     Start/end ranges may overlap freely, so they get depth 0 and no parent.
     """
-    con = duckdb.connect()
+    con = duckdb_connect()
     cols = ["range_id", "kind", "pid", "tid", "start_ns", "end_ns"]
     view = ranges.select(cols)
     domain = (
