@@ -2,14 +2,17 @@
 
 Theirs, in HTA's own venv (pandas < 3), one process per run, imports included:
     TraceAnalysis(trace_dir=DIR) + get_gpu_kernel_breakdown() + get_temporal_breakdown()
-Ours, two processes per run:
-    tracepipe normalize TRACE --out N -q
-    tracepipe analyze N --out A --format parquet -q          (every default view)
+Ours, end to end (normalize + every default view written as Parquet), imports included:
+    tracepipe run TRACE --out W -q                            (one process: the figure compared)
+    tracepipe normalize TRACE ... ; tracepipe analyze ...     (two processes, also shown)
 Interleaved (theirs, ours, ...) `--reps` times per trace; wall, CPU of the process tree and its peak RSS
-(benchmarks/_measure.py); ratios over the medians.
+(benchmarks/_measure.py); ratios over the medians.  Our modules run from compiled bytecode, as an installed
+package does (a private PYTHONPYCACHEPREFIX, filled by an unmeasured run first), like HTA's installed venv.
+`--synthetic MB` adds a trace made by bench_chrome.generate, run by ours only (MB/s of JSON end to end).
+Run the whole script under `taskset -c 0,1` for a 2-core figure: both sides use the cores they are given.
 
     python -m venv /tmp/hta && /tmp/hta/bin/pip install "pandas<3" HolisticTraceAnalysis==0.5.0
-    python benchmarks/bench_vs_hta.py --hta-python /tmp/hta/bin/python TRACE.json.gz [...]
+    python benchmarks/bench_vs_hta.py --hta-python /tmp/hta/bin/python TRACE.json.gz [...] [--synthetic 500]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import gzip
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,16 +39,28 @@ k = a.get_gpu_kernel_breakdown(visualize=False)
 t = a.get_temporal_breakdown(visualize=False)
 print(len(k[0]), len(k[1]), len(t))
 """
+HTA_VERSIONS = (
+    "import importlib.metadata as m; print('HTA', m.version('HolisticTraceAnalysis'), 'pandas', m.version('pandas'))"
+)
 
 
 def theirs(hta_python: str, trace_dir: Path) -> Measurement:
     return measure([hta_python, "-c", HTA_CHILD, str(trace_dir)])
 
 
-def ours(trace: Path, work: Path) -> tuple[Measurement, Measurement]:
+def our_env(pycache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}", "PYTHONPYCACHEPREFIX": str(pycache)}
+
+
+def ours_one(trace: Path, work: Path, env: dict[str, str]) -> Measurement:
+    shutil.rmtree(work, ignore_errors=True)
+    return measure([sys.executable, "-m", "pipeline.cli", "run", str(trace), "--out", str(work), "-q"], env=env)
+
+
+def ours_two(trace: Path, work: Path, env: dict[str, str]) -> tuple[Measurement, Measurement]:
     shutil.rmtree(work, ignore_errors=True)
     tp = [sys.executable, "-m", "pipeline.cli"]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     norm = measure([*tp, "normalize", str(trace), "--out", str(work / "n"), "-q"], env=env)
     ana = measure([*tp, "analyze", str(work / "n"), "--out", str(work / "a"), "--format", "parquet", "-q"], env=env)
     return norm, ana
@@ -56,39 +72,84 @@ def json_mb(trace: Path) -> float:
         return sum(len(b) for b in iter(lambda: f.read(1 << 24), b"")) / 1e6
 
 
+def compare(trace: Path, args: argparse.Namespace, tmp: Path, env: dict[str, str]) -> None:
+    mb = json_mb(trace)
+    hta_dir = tmp / "hta"
+    shutil.rmtree(hta_dir, ignore_errors=True)
+    hta_dir.mkdir()
+    shutil.copy(trace, hta_dir / trace.name)  # HTA reads every trace file of a folder
+    t_runs, one_runs, two_runs = [], [], []
+    for rep in range(args.reps):
+        t = theirs(args.hta_python, hta_dir)
+        one = ours_one(trace, tmp / "ours1", env)
+        n, a = ours_two(trace, tmp / "ours2", env)
+        t_runs.append(t)
+        one_runs.append(one)
+        two_runs.append((n, a))
+        print(f"{trace.name} rep {rep}  HTA: {t.line()}", flush=True)
+        print(f"{trace.name} rep {rep}  ours run: {one.line()}", flush=True)
+        print(f"{trace.name} rep {rep}  ours normalize: {n.line()}; analyze: {a.line()}", flush=True)
+    t_wall, t_cpu = median([m.wall_s for m in t_runs]), median([m.cpu_s for m in t_runs])
+    o_wall, o_cpu = median([m.wall_s for m in one_runs]), median([m.cpu_s for m in one_runs])
+    w_wall = median([n.wall_s + a.wall_s for n, a in two_runs])
+    w_cpu = median([n.cpu_s + a.cpu_s for n, a in two_runs])
+    rss_t = max(m.peak_rss_bytes for m in t_runs)
+    rss_o = max(m.peak_rss_bytes for m in one_runs)
+    print(
+        f"{trace.name} ({mb:.1f} MB JSON): median HTA wall {t_wall:.2f} s CPU {t_cpu:.2f} s peak {rss_t / 1e6:.0f} MB"
+        f" | ours (run) wall {o_wall:.2f} s CPU {o_cpu:.2f} s peak {rss_o / 1e6:.0f} MB, {mb / o_wall:.0f} MB/s of JSON"
+        f" | ratio wall {t_wall / o_wall:.2f}x, CPU {t_cpu / o_cpu:.2f}x"
+        f" | two commands wall {w_wall:.2f} s CPU {w_cpu:.2f} s (ratio wall {t_wall / w_wall:.2f}x, CPU"
+        f" {t_cpu / w_cpu:.2f}x)",
+        flush=True,
+    )
+
+
+def synthetic(mb_target: float, args: argparse.Namespace, tmp: Path, env: dict[str, str]) -> None:
+    from benchmarks.bench_chrome import generate
+
+    trace = tmp / f"synthetic_{mb_target:.0f}.json"
+    events = generate(trace, mb_target)
+    mb = trace.stat().st_size / 1e6
+    runs = []
+    for rep in range(args.reps):
+        m = ours_one(trace, tmp / "ours1", env)
+        runs.append(m)
+        print(f"{trace.name} rep {rep}  ours run: {m.line()}  {mb / m.wall_s:.0f} MB/s", flush=True)
+    wall, cpu = median([m.wall_s for m in runs]), median([m.cpu_s for m in runs])
+    rss = max(m.peak_rss_bytes for m in runs)
+    print(
+        f"{trace.name} ({mb:.0f} MB JSON, {events:,} events, bench_chrome.generate): median ours (run)"
+        f" wall {wall:.2f} s CPU {cpu:.2f} s peak {rss / 1e6:.0f} MB ({rss / 1e6 / mb:.2f}x the file)"
+        f" -> {mb / wall:.0f} MB/s of JSON"
+        f" end to end on {len(os.sched_getaffinity(0))} cores",
+        flush=True,
+    )
+    trace.unlink()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("traces", nargs="+", type=Path)
+    ap.add_argument("traces", nargs="*", type=Path)
     ap.add_argument("--hta-python", required=True)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--synthetic", type=float, action="append", default=[], metavar="MB")
     args = ap.parse_args()
     print(provenance())
-    for trace in args.traces:
-        mb = json_mb(trace)
-        with tempfile.TemporaryDirectory(prefix="bench-hta-") as tmp:
-            hta_dir = Path(tmp) / "hta"
-            hta_dir.mkdir()
-            shutil.copy(trace, hta_dir / trace.name)  # HTA reads every trace file of a folder
-            t_runs, o_runs = [], []
-            for rep in range(args.reps):
-                t = theirs(args.hta_python, hta_dir)
-                n, a = ours(trace, Path(tmp) / "ours")
-                t_runs.append(t)
-                o_runs.append((n, a))
-                print(f"{trace.name} rep {rep}  HTA: {t.line()}", flush=True)
-                print(f"{trace.name} rep {rep}  ours normalize: {n.line()}; analyze: {a.line()}", flush=True)
-        t_wall, t_cpu = median([m.wall_s for m in t_runs]), median([m.cpu_s for m in t_runs])
-        o_wall = median([n.wall_s + a.wall_s for n, a in o_runs])
-        o_cpu = median([n.cpu_s + a.cpu_s for n, a in o_runs])
-        rss_t = max(m.peak_rss_bytes for m in t_runs)
-        rss_o = max(max(n.peak_rss_bytes, a.peak_rss_bytes) for n, a in o_runs)
-        print(
-            f"{trace.name} ({mb:.0f} MB JSON): median HTA wall {t_wall:.2f} s CPU {t_cpu:.2f} s "
-            f"peak {rss_t / 1e6:.0f} MB"
-            f" | ours wall {o_wall:.2f} s CPU {o_cpu:.2f} s peak {rss_o / 1e6:.0f} MB | ratio wall "
-            f"{t_wall / o_wall:.2f}x, CPU {t_cpu / o_cpu:.2f}x; ours {mb / o_wall:.0f} MB/s of JSON",
-            flush=True,
-        )
+    print(f"# cores allowed: {len(os.sched_getaffinity(0))}")
+    versions = subprocess.run([args.hta_python, "-c", HTA_VERSIONS], capture_output=True, text=True, check=True)
+    print(f"# theirs: {versions.stdout.strip()}")
+    with tempfile.TemporaryDirectory(prefix="bench-hta-") as name:
+        tmp = Path(name)
+        env = our_env(tmp / "pycache")
+        # Compiled once before any run, as pip does at install time: the prefix holds every module's bytecode
+        # (stdlib and site-packages too), so one unmeasured run on the smallest sample fills it.
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "pipeline")], env=env, check=True)
+        ours_one(ROOT / "sample_traces" / "h200_smallcnn" / "torch_trace.json.gz", tmp / "warm", env)
+        for trace in args.traces:
+            compare(trace, args, tmp, env)
+        for mb in args.synthetic:
+            synthetic(mb, args, tmp, env)
 
 
 if __name__ == "__main__":

@@ -300,6 +300,12 @@ DEFAULT_ANALYSIS = Path("build/analysis")
     help="Project onto another GPU: occupancy, waves and the SM views use its limits (rtx3090: 82 SMs, sm_86) "
     "instead of the traced device's; rows say projected_device. Kernel durations stay the traced ones.",
 )
+@click.option(
+    "--incremental",
+    is_flag=True,
+    help="Recompute only the captures whose traces were (re-)normalized since the last --incremental run into "
+    "OUT; the views that mix captures (rank spread, stragglers, ncu matching) are recomputed whole.",
+)
 def analyze(
     normalized: Path,
     out: Path,
@@ -309,6 +315,7 @@ def analyze(
     as_json: bool,
     quiet: bool,
     device: str | None,
+    incremental: bool,
 ) -> None:
     """Run every view in sql/ over NORMALIZED and write each as Parquet (CSV on request).
 
@@ -322,7 +329,7 @@ def analyze(
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
     from pipeline import catalog
-    from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
+    from pipeline.analyze import analysis_warnings, connect, create_views, default_views, view_files, write_views
 
     sql_dir = catalog.SQL_DIR
     if not view_files(sql_dir):
@@ -333,8 +340,8 @@ def analyze(
     unknown = set(views) - set(view_files(sql_dir))
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    # warnings unless -q
-    con = connect(normalized, sql_dir, views=views if quiet else [*views, "analysis_warnings"], device=device)
+    from pipeline.analyze import incremental as inc
+
     if device is not None and not as_json:
         part = DEVICE_PRESETS[device]
         console.out.print(
@@ -343,11 +350,24 @@ def analyze(
         )
     ticks = console.progress(iter(views), len(views), "analyze", quiet)
     next(ticks, None)  # the bar shows 0 of N until the first view is written
-    written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None), sql_dir=sql_dir)
+    tick = lambda _view: next(ticks, None)  # noqa: E731
+    if incremental:
+        con, outcome = inc.analyze_incremental(normalized, out, views, formats, device, sql_dir, done=tick)
+        written = outcome.rows
+    else:
+        inc.forget(out)  # an incremental run's state no longer describes these outputs
+        con = connect(normalized, sql_dir, views=[], device=device)  # write_views creates each view as it goes
+        written = write_views(con, out, views, formats, done=tick, sql_dir=sql_dir)
     rows = {view: written[view] for view in views}
     if not quiet:
+        create_views(con, sql_dir, only=["analysis_warnings"], keep_existing=True)
         for line in analysis_warnings(con):
             console.warn(line)
+    if incremental and not as_json and not quiet:
+        how = f"full run: {outcome.reason}" if outcome.full else "the other captures' rows kept"
+        console.out.print(f"incremental: recomputed {len(outcome.recomputed)} of {outcome.traces} traces ({how})")
+    if incremental and as_json:
+        rows = {**rows, "recomputed_traces": outcome.recomputed, "traces": outcome.traces}
     if as_json:
         click.echo(json.dumps({"projected_device": device, **rows} if device else rows))
     elif not quiet:
@@ -449,8 +469,10 @@ def duckdb_error() -> type[Exception]:
 
 def run() -> None:
     """Entry point: bad input and tool failures end in one line and an exit code, not a traceback."""
+    from pipeline.lean import pyarrow_without_pandas
     from pipeline.store import TraceIdError
 
+    pyarrow_without_pandas()  # a process of its own: pandas is never used (tests' in-process runs keep it)
     try:
         main(standalone_mode=True)
     except (BadInputError, SettingError, TraceIdError) as e:
@@ -484,10 +506,16 @@ def _internal(e: BaseException) -> None:
 
 # Stages defined in their own packages, registered here (imports stay lazy inside each command).
 from pipeline.capture.cli import capture  # noqa: E402
+from pipeline.export.cli import export  # noqa: E402
+from pipeline.oneshot import run_command  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
+from pipeline.report.diff_cli import diff  # noqa: E402
 
 main.add_command(capture)
 main.add_command(report)
+main.add_command(diff)
+main.add_command(export)
+main.add_command(run_command)
 
 if __name__ == "__main__":
     run()

@@ -1,7 +1,7 @@
 -- kernel_sm_spread: per ncu launch, the round-robin dispatch model's spread of blocks over SMs beside the spread
 -- ncu measured per SM (blocks launched, active cycles, warp instructions: .min/.max/.avg over the SMs).
--- Inputs:  ncu_kernels (grid, block, NVTX stack), ncu_metrics (long table: launch__sm_count and the per-SM
---          counters of `tracepipe capture ncu --sm-counters`), ncu_kernel_metrics (occupancy limits, duration)
+-- Inputs:  ncu_kernels (grid, block, NVTX stack), ncu_kernel_metrics (occupancy limits, duration, launch__sm_count
+--          and the per-SM .min/.max/.avg counters of `tracepipe capture ncu --sm-counters`, pivoted there once)
 -- Output, one row per launch:
 --   trace_id, launch_id, layer (innermost NVTX range), name, blocks, threads_per_block, sm_count,
 --   resident_blocks_per_sm (ncu's own limit: the least of launch__occupancy_limit_*), duration_ns,
@@ -20,33 +20,16 @@
 --   > 1 = SMs differ more than block counts explain, e.g. a block's time depends on where its tile lies).
 -- Columns are NULL where a counter was not collected (captures without --sm-counters lack sm__ctas_launched and
 -- sm__inst_executed; ncu's WorkloadDistribution section already gives sm__cycles_active).
-WITH m AS (
-    SELECT trace_id, launch_id,
-           max(value) FILTER (WHERE metric = 'launch__sm_count') AS sm_count,
-           max(value) FILTER (WHERE metric = 'sm__ctas_launched.min') AS ctas_min,
-           max(value) FILTER (WHERE metric = 'sm__ctas_launched.max') AS ctas_max,
-           max(value) FILTER (WHERE metric = 'sm__ctas_launched.avg') AS ctas_avg,
-           max(value) FILTER (WHERE metric = 'sm__cycles_active.min') AS cycles_min,
-           max(value) FILTER (WHERE metric = 'sm__cycles_active.max') AS cycles_max,
-           max(value) FILTER (WHERE metric = 'sm__cycles_active.avg') AS cycles_avg,
-           max(value) FILTER (WHERE metric = 'sm__inst_executed.min') AS inst_min,
-           max(value) FILTER (WHERE metric = 'sm__inst_executed.max') AS inst_max,
-           max(value) FILTER (WHERE metric = 'sm__inst_executed.avg') AS inst_avg
-    FROM ncu_metrics
-    WHERE rule IS NULL AND (metric = 'launch__sm_count' OR metric LIKE 'sm\_\_ctas\_launched.%' ESCAPE '\'
-                            OR metric LIKE 'sm\_\_cycles\_active.%' ESCAPE '\'
-                            OR metric LIKE 'sm\_\_inst\_executed.%' ESCAPE '\')
-    GROUP BY trace_id, launch_id
-), k AS (
+WITH k AS (
     SELECT k.trace_id, k.launch_id, regexp_extract(k.nvtx_push_pop, '[^/]+$') AS layer, k.name,
            try_cast(k.grid_x::HUGEINT * k.grid_y * k.grid_z AS BIGINT) AS blocks,
            try_cast(k.block_x::HUGEINT * k.block_y * k.block_z AS BIGINT) AS threads_per_block,
-           m.sm_count::BIGINT AS sm_count,
+           x.sm_count::BIGINT AS sm_count,
            least(x.limit_blocks, x.limit_registers, x.limit_shared_mem, x.limit_warps, x.limit_barriers)::BIGINT
                AS resident_blocks_per_sm,
-           x.duration_ns, m.* EXCLUDE (trace_id, launch_id, sm_count)
+           x.duration_ns, x.ctas_min, x.ctas_max, x.ctas_avg, x.cycles_min, x.cycles_max, x.cycles_avg,
+           x.inst_min, x.inst_max, x.inst_avg
     FROM ncu_kernels k
-    LEFT JOIN m USING (trace_id, launch_id)
     LEFT JOIN ncu_kernel_metrics x USING (trace_id, launch_id)
 ), model AS (
     SELECT *,

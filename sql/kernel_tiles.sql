@@ -44,14 +44,19 @@ WITH pat AS (
     SELECT *, regexp_replace(trace_id, '\.[^.]*$', '') AS capture_id FROM timeline
     UNION ALL
     SELECT *, regexp_replace(trace_id, '\.[^.]*$', '') AS capture_id FROM ncu
+), name_tiles AS (
+    -- Per distinct name, not per kernel: a pattern read from a table is compiled for every row it meets
+    -- (19k kernels x 8 patterns took 2 s; names repeat, 49 distinct there).
+    SELECT n.name, p.library, p.orientation AS pattern_orientation, p.reduction_padding,
+           nullif(regexp_extract(n.name, p.pattern, 1), '')::BIGINT AS tile_m,
+           nullif(regexp_extract(n.name, p.pattern, 2), '')::BIGINT AS tile_n,
+           nullif(regexp_extract(n.name, p.pattern, 3), '')::BIGINT AS tile_k,
+           coalesce(regexp_matches(n.name, p.split_k), false) AS split_k
+    FROM (SELECT DISTINCT name FROM k) n JOIN pat p ON regexp_matches(n.name, p.pattern)
+    QUALIFY row_number() OVER (PARTITION BY n.name ORDER BY p.priority) = 1
 ), matched AS (
-    SELECT k.*, p.library, p.orientation AS pattern_orientation, p.reduction_padding,
-           nullif(regexp_extract(k.name, p.pattern, 1), '')::BIGINT AS tile_m,
-           nullif(regexp_extract(k.name, p.pattern, 2), '')::BIGINT AS tile_n,
-           nullif(regexp_extract(k.name, p.pattern, 3), '')::BIGINT AS tile_k,
-           coalesce(regexp_matches(k.name, p.split_k), false) AS split_k
-    FROM k JOIN pat p ON regexp_matches(k.name, p.pattern)
-    QUALIFY row_number() OVER (PARTITION BY k.source, k.trace_id, k.kernel_id, k.launch_id ORDER BY p.priority) = 1
+    SELECT k.*, t.library, t.pattern_orientation, t.reduction_padding, t.tile_m, t.tile_n, t.tile_k, t.split_k
+    FROM k JOIN name_tiles t ON t.name = k.name
 ), geo AS (
     SELECT m.*, s.module_type, s.same_calls, s.analytic_macs, s.output_elements, s.out_channels, s.out_positions,
            s.in_channels, s.reduction_length, (s.capture_id IS NOT NULL) AS has_shape,

@@ -18,7 +18,11 @@
 --   a MAC as two ops: a 512x256x128 gemm reports 33,554,432; measured in sample_traces/h200_ncu_units);
 --   per source type a parent counter (src_fp16) wins over its dst_ split; null when none was collected, and
 --   only as complete as the source types collected;
---   macs = fma_inst + tensor_macs (null when neither was collected).
+--   macs = fma_inst + tensor_macs (null when neither was collected);
+--   sm_count (launch__sm_count); per-SM spread (.min/.max/.avg over the SMs; kernel_sm_spread reads them):
+--   ctas_min/max/avg (sm__ctas_launched, blocks), cycles_min/max/avg (sm__cycles_active, cycles),
+--   inst_min/max/avg (sm__inst_executed, warp instructions); null where not collected (ctas and inst need
+--   `capture ncu --sm-counters`; ncu's WorkloadDistribution section gives the cycles).
 WITH m AS (
     SELECT trace_id, launch_id, metric, section, value FROM ncu_metrics WHERE value IS NOT NULL AND rule IS NULL
 ), wide AS (
@@ -50,7 +54,17 @@ WITH m AS (
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum') AS fmul_inst,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum') AS hfma_inst,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum') AS dfma_inst,
-        max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_tensor.sum') AS tensor_inst
+        max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_tensor.sum') AS tensor_inst,
+        max(value) FILTER (WHERE metric = 'launch__sm_count') AS sm_count,
+        max(value) FILTER (WHERE metric = 'sm__ctas_launched.min') AS ctas_min,
+        max(value) FILTER (WHERE metric = 'sm__ctas_launched.max') AS ctas_max,
+        max(value) FILTER (WHERE metric = 'sm__ctas_launched.avg') AS ctas_avg,
+        max(value) FILTER (WHERE metric = 'sm__cycles_active.min') AS cycles_min,
+        max(value) FILTER (WHERE metric = 'sm__cycles_active.max') AS cycles_max,
+        max(value) FILTER (WHERE metric = 'sm__cycles_active.avg') AS cycles_avg,
+        max(value) FILTER (WHERE metric = 'sm__inst_executed.min') AS inst_min,
+        max(value) FILTER (WHERE metric = 'sm__inst_executed.max') AS inst_max,
+        max(value) FILTER (WHERE metric = 'sm__inst_executed.avg') AS inst_avg
     FROM m GROUP BY trace_id, launch_id
 ), tensor_ops AS (
     -- sm__ops_path_tensor_src_<src>[_dst_<dst>].sum; the op_* and sparsity_* splits would count twice.
@@ -86,7 +100,9 @@ SELECT k.trace_id, k.launch_id, k.name,
        l.tensor_inst, t.tensor_macs,
        CASE WHEN coalesce(l.ffma_inst, l.hfma_inst, l.dfma_inst, t.tensor_macs) IS NOT NULL
             THEN coalesce(l.ffma_inst, 0) + coalesce(l.hfma_inst, 0) + coalesce(l.dfma_inst, 0)
-                 + coalesce(t.tensor_macs, 0) END AS macs
+                 + coalesce(t.tensor_macs, 0) END AS macs,
+       l.sm_count, l.ctas_min, l.ctas_max, l.ctas_avg, l.cycles_min, l.cycles_max, l.cycles_avg,
+       l.inst_min, l.inst_max, l.inst_avg
 FROM ncu_kernels k
 LEFT JOIN limits l USING (trace_id, launch_id)
 LEFT JOIN tensor t USING (trace_id, launch_id)

@@ -426,6 +426,24 @@ def test_wrongly_typed_arg_names_the_event(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "kernels").exists()
 
 
+def test_integer_epoch_us_past_the_float_bound_are_exact_without_decimal(tmp_path: Path, monkeypatch) -> None:
+    # Older profilers write epoch microseconds as JSON integers (~1.67e15, far past 2**43 us): they stay
+    # ints and convert exactly (x 1000) on the fast route; the Decimal decode must not be needed.
+    trace = raw_trace(float)
+    epoch = 1_669_783_687_000_000
+    for e in trace["traceEvents"]:
+        if isinstance(e.get("ts"), float):
+            e["ts"] = epoch + int(e["ts"]) % 10_000_000 + len(e.get("name", ""))  # whole us, distinct shifts
+    text = json.dumps(trace, indent=1)
+    raw = json.loads(text, parse_float=Decimal)
+    want = sorted((ns(e["ts"]), ns(e["dur"])) for e in raw["traceEvents"] if e.get("cat") == "kernel")
+    assert isinstance(raw["traceEvents"][-1]["ts"], int) and want[0][0] > 2**43 * 1000
+    monkeypatch.setattr(chrome_decode, "_EXACT", None)  # the Decimal route would now fail
+    out = tmp_path / "out"
+    normalize_file(write_trace(trace, tmp_path / "big" / "trace.json"), out)
+    assert q(out, "SELECT start_ns, duration_ns FROM kernels ORDER BY 1, 2") == want
+
+
 def test_workers_fall_back_to_exact_timestamps(tmp_path: Path, monkeypatch) -> None:
     # Many small pieces (so forked workers decode them); one kernel beyond 2**43 us makes a worker ask for
     # the Decimal decode, and every timestamp still comes out exact.

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds  # schema-version check only: no hive discovery
 
 from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
+from pipeline.lean import duckdb_connect
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
-from pipeline.store import committed_files, hold_readers, trace_ids
+from pipeline.store import committed, committed_files, hold_readers, trace_ids
 
 #: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
 DEFAULT_MEMORY_LIMIT = "3GB"
@@ -62,16 +62,18 @@ def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
-def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path) -> None:
+def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, traces: set[str] | None = None) -> None:
     """Each table as a view over DuckDB's own Parquet scan of its files (DuckDB then knows each table's
     row count and plans its joins by it; a registered pyarrow dataset looks like one row and gets
     nested-loop ASOF joins, 40x slower on a 220k-kernel trace).
 
     The files are those of the committed traces (``store.committed_files``): a trace being rewritten is
-    read whole as it was, never half old and half new. No path is pasted into SQL text."""
+    read whole as it was, never half old and half new. No path is pasted into SQL text. ``traces``: only
+    these trace ids (incremental analyze computes the traces that changed on their own)."""
     hold_readers(normalized)
+    traces_now = [c for tid, c in committed(normalized).items() if traces is None or tid in traces]
     for name, schema in TABLES.items():
-        if files := [str(f) for f in committed_files(normalized, name)]:
+        if files := [str(c.files[name]) for c in traces_now if name in c.files]:
             scan = con.read_parquet(files, hive_partitioning=False, union_by_name=True)
             scan.create_view(f"_pq_{name}", replace=True)
             have = set(scan.columns)
@@ -149,29 +151,43 @@ def needed_views(views: list[str], sql_dir: Path = SQL_DIR) -> list[str]:
     return [v for v in view_order(sql_dir) if v in need]
 
 
+def defined_views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Names of the views (and temp tables) the connection has now."""
+    rows = con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal UNION SELECT table_name FROM duckdb_tables()"
+    ).fetchall()
+    return {name for (name,) in rows}
+
+
 def create_views(
     con: duckdb.DuckDBPyConnection,
     sql_dir: Path = SQL_DIR,
     materialize: bool = False,
     only: list[str] | None = None,
+    keep_existing: bool = False,
 ) -> list[str]:
     """Create every view of ``sql_dir`` (or only those ``only`` needs) in dependency order; with
     ``materialize`` each is computed once into a temp table, which is what a batch run that reads every
-    view wants (views would recompute their inputs)."""
+    view wants (views would recompute their inputs). ``keep_existing``: views the connection already has
+    stay as they are (``write_views`` points written ones at their Parquet files)."""
     files = view_files(sql_dir)
     order = view_order(sql_dir) if only is None else needed_views(only, sql_dir)
+    have = defined_views(con) if keep_existing else set()
     for name in order:
+        if name in have:
+            continue
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
         kind = "TEMP TABLE" if materialize and ON_REQUEST not in files[name].read_text() else "VIEW"
         con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
     return order
 
 
-def _check_schema_versions(normalized: Path) -> None:
+def _check_schema_versions(con: duckdb.DuckDBPyConnection, normalized: Path) -> None:
     """Data written by a newer major schema may mean something else in a column: refuse, don't guess."""
     files = [str(f) for f in committed_files(normalized, "trace_meta")]
-    meta = ds.dataset(files, format="parquet")  # no hive discovery: trace_id is in the files
-    versions = meta.to_table(columns=["schema_version"]).column(0).to_pylist() if files else []
+    # DuckDB's own scan (pyarrow.dataset would import pandas: 0.35 CPU-s per process); no hive discovery.
+    scan = con.read_parquet(files, hive_partitioning=False, union_by_name=True) if files else None
+    versions = [v for (v,) in scan.select("schema_version").distinct().fetchall()] if scan is not None else []
     newer = sorted({v for v in versions if v is not None and major(v) > major(SCHEMA_VERSION)})
     if newer:
         raise BadInputError(
@@ -188,10 +204,12 @@ def connect(
     read_only: bool = False,
     views: list[str] | None = None,
     device: str | None = None,
+    traces: set[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view registered.
 
     ``views``: create only these and the views they read (default: every view).
+    ``traces``: register only these trace ids' tables (default: every committed trace).
     ``device``: a name of ``arch.DEVICE_PRESETS`` (``rtx3090``): every traced device is replaced by that part's
     limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
     ``read_only``: DuckDB's own sandbox: no file outside ``normalized`` can be read or written, no
@@ -204,15 +222,15 @@ def connect(
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
     normalized = normalized.resolve()  # the sandbox compares resolved paths with the scans' globs
     hold_readers(normalized)  # no writer removes a generation this process reads
-    _check_schema_versions(normalized)
     config = duckdb_config()
-    con = duckdb.connect(":memory:", config=config)
+    con = duckdb_connect(config)
     weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)  # also at interpreter exit
+    _check_schema_versions(con, normalized)
     con.execute("SET preserve_insertion_order = false")
     # Each view's bind reads the footers of the files it scans, and views bind the views they read
     # again: cached, creating the views costs 0.24 instead of 0.58 CPU-s on a 200k-kernel trace.
     con.execute("SET parquet_metadata_cache = true")
-    register_tables(con, normalized)
+    register_tables(con, normalized, traces)
     if device is not None:
         from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
 
@@ -315,15 +333,16 @@ def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDB
     return result
 
 
-def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> None:
-    """``view`` into ``dest``, renamed into place only when complete."""
+def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
+    """``view`` into ``dest``, renamed into place only when complete; the rows written."""
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
     try:
-        con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)})  # never pasted
+        (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchone()
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
+    return rows
 
 
 def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None:
@@ -356,31 +375,45 @@ def write_views(
     """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete;
     returns the rows of each view. ``done(view)`` is called as each view is written (progress).
 
-    Views are written in dependency order, each computed once: once written, a view reads its own
-    Parquet file, so the views built on it (``layer_summary`` on ``kernel_layers``) neither recompute
-    it nor hold it in memory. Without ``parquet`` in ``formats`` (and for a view only needed by others)
-    that file is a hidden, temporary one.
+    Views are written in dependency order, each computed once: once written, a view that later views
+    read is pointed at its own Parquet file, so the views built on it (``layer_summary`` on
+    ``kernel_layers``) neither recompute it nor hold it in memory. Without ``parquet`` in ``formats``
+    (and for a view only needed by others) that file is a hidden, temporary one.
+
+    Views ``con`` lacks are created here, each just before it is first needed: its inputs then already
+    read Parquet, so creating it binds one level of SQL, not the whole tree of views below it (on a
+    20-view run that tree made creating the views cost 0.5 CPU-s: ``connect(views=[])`` skips it).
     """
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, int] = {}
     scratch: dict[str, Path] = {}
+    files = view_files(sql_dir)
+    have = defined_views(con)
+    to_write = set(_views_to_write(views, sql_dir))
+    need = needed_views(views, sql_dir)
+    # Views some later view reads: those get pointed at their Parquet file once written.
+    read_later = {i for v in need for i in view_inputs(files[v])}
     try:
-        for view in _views_to_write(views, sql_dir):
+        for view in need:
+            if view not in have:
+                con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
+            if view not in to_write:
+                continue
             parquet = out / f"{view}.parquet"
             if view not in views or "parquet" not in formats:
                 parquet = scratch[view] = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
-            _copy(con, view, parquet, "parquet")
-            _read_back(con, view, parquet)
+            n = _copy(con, view, parquet, "parquet")
+            others = [fmt for fmt in formats if fmt != "parquet"]
+            if view in read_later or others:
+                _read_back(con, view, parquet)
             if view not in views:
                 continue
-            for fmt in formats:
-                if fmt != "parquet":
-                    _copy(con, view, out / f"{view}.{fmt}", fmt)
-            rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
+            for fmt in others:
+                _copy(con, view, out / f"{view}.{fmt}", fmt)
+            rows[view] = n
             if done is not None:
                 done(view)
     finally:
-        files = view_files(sql_dir)
         for view, path in scratch.items():  # back to its SQL: the connection stays usable
             con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
             path.unlink(missing_ok=True)

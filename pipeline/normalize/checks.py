@@ -6,8 +6,7 @@ with the same defect get the same warning.
 
 from __future__ import annotations
 
-import duckdb
-
+from pipeline.lean import duckdb_connect
 from pipeline.store import TraceWriter
 
 #: (tables needed, SQL returning one count, warning text with {n}).
@@ -32,7 +31,7 @@ CHECKS: list[tuple[tuple[str, ...], str, str]] = [
 
 
 def staged_warnings(writer: TraceWriter) -> list[str]:
-    con = duckdb.connect()
+    con = duckdb_connect()
     for table in writer.rows:
         path = writer.staged_file(table)
         con.read_parquet(str(path)).create_view(table)  # the path never pasted into SQL text

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import BadInputError
+from pipeline.lean import duckdb_connect
 from pipeline.normalize.chrome_decode import Collected, decode, versions
 from pipeline.normalize.chrome_map import MEMCPY_KINDS
 from pipeline.normalize.nesting import call_stacks, with_nesting
@@ -262,7 +263,7 @@ def _without_duplicates(table: pa.Table) -> tuple[pa.Table, int]:
             digest = (digest * np.uint64(0x100000001B3)) ^ values
     if len(pc.unique(pa.array(digest))) == table.num_rows:
         return table, 0
-    con = duckdb.connect()
+    con = duckdb_connect()
     con.register("t", table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int64))))
     cols = ", ".join(f'"{c}"' for c in table.column_names)
     kept = con.sql(
@@ -311,7 +312,7 @@ def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
     if tables["kernel"] is None:
         warnings.append("no GPU kernel events in the trace (CPU-only profile, or CUDA activity not recorded)")
 
-    con = duckdb.connect()
+    con = duckdb_connect()
     # Ops and their call stacks (the longest step: DuckDB and Arrow, which release the GIL) are built in a
     # thread while this one does the other tables and their Parquet writes: on 2 cores they overlap.
     with ThreadPoolExecutor(1, thread_name_prefix="chrome-ops") as pool:

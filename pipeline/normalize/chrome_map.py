@@ -49,6 +49,7 @@ KNOWN_UNUSED: dict[str, str] = {
     "external_correlation": "correlation records, already inlined into args",
     "cuda_sync": "synchronization waits",
     "cuda_profiler_range": "cudaProfilerStart/Stop spans",
+    "tracepipe_counter": "per-layer counters of `tracepipe export perfetto`, derived from the GPU ops",
 }
 
 #: Events without a ``cat`` (other than metadata, ``ph: "M"``) that Kineto writes, by name: not counted

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from importlib import resources
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pipeline.lean import duckdb_connect
 
 _SQL = resources.files("pipeline.normalize").joinpath("sql/nvtx_nesting.sql").read_text()
 _STACKS_SQL = resources.files("pipeline.normalize").joinpath("sql/call_stacks.sql").read_text()
@@ -19,7 +20,7 @@ def with_nesting(ranges: pa.Table) -> pa.Table:
 
     Start/end ranges may overlap freely, so they get depth 0 and no parent.
     """
-    con = duckdb.connect()
+    con = duckdb_connect()
     cols = ["range_id", "kind", "pid", "tid", "start_ns", "end_ns"]
     view = ranges.select(cols)
     domain = (
@@ -54,8 +55,7 @@ def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
     """For each op (in ``ops`` order): the python_function ``frames`` open on its thread at its start,
     outermost first, ';'-joined; null where none is (the rule: sql/call_stacks.sql's header)."""
     frame_thread, op_thread = _thread_keys(frames, ops)
-    con = duckdb.connect()
-    con.execute("SET threads = 1")  # it runs beside the other tables' writes (normalize_chrome)
+    con = duckdb_connect({"threads": "1"})  # it runs beside the other tables' writes (normalize_chrome)
     con.register(
         "frames",
         pa.table(

@@ -13,8 +13,9 @@ its thread), as the PyTorch profiler records it.
 
 from __future__ import annotations
 
-import duckdb
 import pyarrow as pa
+
+from pipeline.lean import duckdb_connect
 
 #: Text that marks an op range: a suffix getNvtxStr adds, or a PyTorch op namespace (older torch writes
 #: ops without sequence number and op id as the bare name).
@@ -51,7 +52,7 @@ FROM all_ops ORDER BY op_id
 
 def split_op_ranges(ranges: pa.Table) -> tuple[pa.Table, pa.Table | None]:
     """(layer ranges with ids renumbered in start order, ops) -- ops is None when the trace has no op ranges."""
-    con = duckdb.connect()
+    con = duckdb_connect()
     con.register("ranges", ranges)
     n_ops = con.execute(f"SELECT count(*) FROM ranges WHERE {_IS_OP}").fetchall()[0][0]
     if not n_ops:

@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import console
-from pipeline.report import tables
+from pipeline.report import detail, tables
 from pipeline.report.data import Views, load
 from pipeline.report.html import Col, Page, image, integer, known, na, pct, si, table, us
 from pipeline.report.html import name as cut_name
@@ -188,10 +188,13 @@ class _TraceBuilder:
         ):
             macs = "not available (no layer shapes were captured for this trace: see tracepipe capture)"
         self.rep.sections["macs"] = macs or "drawn"
+        training, passes = detail.pass_split(self.by_path)
+        cols = LAYER_COLS if training else [c for c in LAYER_COLS if not c.name.endswith("_gpu_time_ns")]
         self.parts.append(
             "<h3>GPU time per layer</h3>"
             + img
-            + table(self.by_path, LAYER_COLS, max_rows=tables.MAX_TABLE_ROWS)
+            + passes
+            + table(self.by_path, cols, max_rows=tables.MAX_TABLE_ROWS)
             + (na(f"MACs and achieved MAC/s: {macs}") if macs else "")
             + (
                 ""
@@ -203,14 +206,19 @@ class _TraceBuilder:
         )
 
     def kernels(self) -> None:
+        occ = self.v.unavailable.get("occupancy")
+        self.rep.sections["occupancy"] = occ or "drawn"
+        stats = detail.kernel_stats(self.v, self.trace)
+        if stats is not None:
+            self.parts.append(stats + (na(f"occupancy and limiter: {occ}") if occ else ""))
+            self.parts.append(detail.kernel_names(self.v, self.trace))
+            return
         kt = tables.kernel_table(self.k)
         notes = []
         if "geometry" in self.v.unavailable and "threads" in kt.columns:
             notes.append("threads/launch = gridDim × blockDim products of kernel_layers (view kernel_geometry missing)")
-        occ = self.v.unavailable.get("occupancy")
         if occ:
             notes.append(f"occupancy and limiter: {occ}")
-        self.rep.sections["occupancy"] = occ or "drawn"
         self.parts.append(
             "<h3>Kernels per layer</h3>"
             + table(kt, KERNEL_COLS, group="path", max_rows=tables.MAX_TABLE_ROWS)
@@ -225,7 +233,7 @@ class _TraceBuilder:
         if load_ is None:
             reason = self.v.unavailable.get("sm_load", "not available (no layer_sm_load rows for this trace)")
             self.rep.sections["sm_load"] = reason
-            self.parts.append(na(reason))
+            self.parts.append(na(reason) + detail.sm_spread(self.v, self.trace))
             return
         self.rep.sections["sm_load"] = "drawn"
         self.parts.append(
@@ -235,6 +243,10 @@ class _TraceBuilder:
             "compare; black = no block assigned. The left-to-right steps are the model's dispatch order, not "
             "measured imbalance.</p>" + table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS)
         )
+        self.parts.append(detail.sm_spread(self.v, self.trace))
+
+    def steps_and_memory(self) -> None:
+        self.parts.append(detail.steps(self.v, self.trace) + detail.memory_ops(self.v, self.trace))
 
     def timeline(self) -> None:
         from pipeline.report.plots import timeline
@@ -263,13 +275,16 @@ class _TraceBuilder:
             _Stage(f"{self.trace} kernel table", self.kernels),
             _Stage(f"{self.trace} SM heatmap", self.sm_load),
             _Stage(f"{self.trace} timeline", self.timeline),
+            _Stage(f"{self.trace} steps and memory", self.steps_and_memory),
         ]
 
 
-def build_report(analysis: Path, out: Path, quiet: bool = True) -> Report:
+def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str, str] | None = None) -> Report:
     """Write ``out/report.html`` and ``out/<trace>.<figure>.png``; BadInputError (nothing written) when
-    ``analysis`` is not an analysis folder."""
+    ``analysis`` is not an analysis folder. ``diff``: two runs (``tracepipe diff`` A and B) compared in a
+    section of their own; a folder of several ranks gets a ranks section."""
     views = load(analysis)
+    extra = _extra_sections(analysis, out, diff)
     out.mkdir(parents=True, exist_ok=True)
     pngs: list[Path] = []
     builders = [_TraceBuilder(views, t, out, pngs) for t in views.trace_ids]
@@ -282,7 +297,30 @@ def build_report(analysis: Path, out: Path, quiet: bool = True) -> Report:
         f"{len(builders)} trace(s) from <code>{_html.escape(str(analysis))}</code>, generated {when}. "
         "Times are sums of kernel durations on the GPU; layers are the NVTX ranges that launched the kernels.",
     )
+    page.sections += [(anchor, heading, body) for anchor, heading, body, _ in extra]
+    pngs += [write_atomic(out / name, png) for *_, (name, png) in extra]
     for b in builders:
         page.sections.append((slug(b.trace), b.trace, "".join(b.parts)))
+    if ncu_only := detail.ncu_only_section(views):
+        page.sections.append(ncu_only)
     html_path = write_atomic(out / "report.html", page.render().encode())
     return Report(html_path, pngs, [b.rep for b in builders])
+
+
+def _extra_sections(
+    analysis: Path, out: Path, diff: tuple[str, str] | None
+) -> list[tuple[str, str, str, tuple[str, bytes]]]:
+    """Sections over more than one trace, before the per-trace ones: (anchor, heading, body, (png name, png))."""
+    from pipeline.report import diff as _diff
+    from pipeline.report import ranks
+
+    found = []
+    if diff is not None:
+        with _diff.open_sides(*diff) as (a, b):
+            d = _diff.compare(a, b)
+        png = _diff.bar_chart(a, b, d)
+        found.append(("diff", "Diff: B against A", _diff.section_html(a, b, d, png), ("layer_diff.png", png)))
+    if (r := ranks.load_ranks(analysis)) is not None:
+        body, png = ranks.section(r)
+        found.append(("ranks", f"Ranks: {r.totals.height} ranks compared", body, ("ranks.png", png)))
+    return found

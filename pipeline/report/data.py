@@ -82,6 +82,46 @@ OPTIONAL: dict[str, Optional] = {
 }
 
 
+def _as_is(view: str, columns: str, need: str) -> Optional:
+    """An optional view of this version's sql/, read under its own column names."""
+    return Optional(view, {c: (c,) for c in columns.split()}, tuple(need.split()))
+
+
+# -- per-layer detail (issue 20.2/20.3): kernel statistics, steps, memory operations, measured per-SM spread.
+#    Sections absent from an older analysis folder are left out of the page with a note, never an error.
+OPTIONAL |= {
+    "kernel_stats": _as_is(
+        "layer_kernel_summary",
+        "trace_id path layer short_name grid block launches gpu_time_ns share_pct mean_ns med_ns min_ns max_ns "
+        "stddev_ns threads regs theoretical_occupancy_pct limiter est_achieved_occupancy_pct waves_per_sm waves "
+        "tail_fill_pct ncu_launches ncu_achieved_occupancy_pct",
+        "trace_id path short_name launches gpu_time_ns med_ns stddev_ns",
+    ),
+    "kernel_names": _as_is(
+        "kernel_name_summary",
+        "trace_id name short_name time_pct total_ns instances avg_ns med_ns min_ns max_ns stddev_ns",
+        "trace_id name time_pct total_ns instances avg_ns med_ns min_ns max_ns stddev_ns",
+    ),
+    "steps": _as_is(
+        "step_gpu_idle",
+        "trace_id step step_name device_id wall_ns ops kernels kernel_ns memop_ns busy_ns idle_ns idle_pct "
+        "launch_gap_ns host_wait_ns launch_gaps host_waits",
+        "trace_id step step_name wall_ns busy_ns idle_ns launch_gap_ns host_wait_ns",
+    ),
+    "memory_ops": _as_is(
+        "layer_memory_ops",
+        "trace_id path layer op_kind copy_kind count bytes duration_ns gb_per_s",
+        "trace_id path op_kind count bytes duration_ns",
+    ),
+    "sm_spread": _as_is(
+        "layer_sm_spread",
+        "capture_id trace_id layer name launches blocks sm_count ctas_min ctas_avg ctas_max cycles_min cycles_avg "
+        "cycles_max block_max_over_avg cycle_max_over_avg model_round_max_over_avg first_launch_id",
+        "capture_id trace_id name cycles_max",
+    ),
+}
+
+
 @dataclass
 class Views:
     folder: Path

@@ -1,0 +1,1 @@
+"""Exports of a normalized trace to other tools' formats (``tracepipe export ...``)."""

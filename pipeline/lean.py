@@ -1,0 +1,64 @@
+"""Start-up costs a command-line process does not need to pay."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+class _NoPandas:
+    """A meta path finder that makes pandas look absent."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not used here")
+
+
+def block_pandas() -> _NoPandas:
+    """Make pandas look absent in this process until ``unblock(finder)``."""
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def unblock(finder: _NoPandas) -> None:
+    sys.meta_path.remove(finder)
+
+
+def pyarrow_without_pandas() -> None:
+    """Let pyarrow settle, once, on running without pandas.
+
+    pyarrow imports pandas (when installed) on its first conversion of any Python list or numpy array, to
+    check whether the object is a pandas one: 0.35 CPU-s per process, which nothing in normalize or analyze
+    uses.  With pandas hidden for that first conversion pyarrow remembers it as absent; pandas is importable
+    again afterwards (``Table.to_pandas`` still works).  A no-op where pandas is already imported.
+    """
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    finder = block_pandas()
+    try:
+        pa.array([0])
+    finally:
+        unblock(finder)
+
+
+def cores() -> int:
+    """CPU cores this process may run on (its affinity: ``taskset``, a container's cpuset), not the host's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def duckdb_connect(config: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one thread per core this process may use: DuckDB sizes its pool
+    by the host's cores, so on 2 allowed cores of 16 it would start 16 threads that take turns."""
+    import duckdb
+
+    return duckdb.connect(":memory:", config={"threads": str(cores()), **(config or {})})

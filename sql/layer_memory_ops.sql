@@ -1,0 +1,17 @@
+-- layer_memory_ops: memory operations (memcpy by direction, memset) per layer path.
+-- Inputs:  gpu_op_layers
+-- Output, one row per trace, path and operation kind:
+--   trace_id, path, layer (NULL = launched outside every range), op_kind ('memcpy' | 'memset'),
+--   copy_kind (nsys/CUPTI direction: Host-to-Device, Device-to-Host, Device-to-Device, ...; NULL for memset),
+--   count, bytes (B), duration_ns (summed GPU time, ns), mean_ns, gb_per_s (bytes / duration: GB/s, 1e9 B/s),
+--   share_of_path_gpu_ns (% of the path's GPU time, kernels + memory operations).
+-- Rule: the same attribution as kernels (gpu_op_layers: the range enclosing the launching API call), so the
+-- rows add up to the trace's memcpy/memset totals and to layer_summary's memcpy_*/memset_* columns.
+SELECT trace_id, path, any_value(layer) AS layer, op_kind, copy_kind, count(*) AS count,
+       CAST(sum(bytes) AS BIGINT) AS bytes, CAST(sum(duration_ns) AS BIGINT) AS duration_ns,
+       avg(duration_ns) AS mean_ns, sum(bytes) / nullif(sum(duration_ns), 0) AS gb_per_s,
+       100.0 * sum(duration_ns) / nullif(any_value(path_ns), 0) AS share_of_path_gpu_ns
+FROM (SELECT *, sum(duration_ns) OVER (PARTITION BY trace_id, path) AS path_ns FROM gpu_op_layers)
+WHERE op_kind IN ('memcpy', 'memset')
+GROUP BY trace_id, path, op_kind, copy_kind
+ORDER BY trace_id, duration_ns DESC, path, op_kind, copy_kind

@@ -1,0 +1,109 @@
+-- step_gpu_idle: GPU busy, idle and launch-gap time per training/inference step, as HTA's temporal and idle-time
+-- breakdowns give them, one row per trace, step and device.
+-- Inputs:  gpu_op_layers, nvtx_ranges, api_calls
+-- Output:  trace_id, step (1, 2, ... in CPU start order; 0 = the whole trace), step_name (range text, or
+--          '(whole trace)'), range_id, device_id, cpu_start_ns, cpu_end_ns (the step range, CPU clock, ns; NULL
+--          for step 0),
+--          window_start_ns, window_end_ns, wall_ns (the step's window on the GPU timeline, ns), ops, kernels
+--          (GPU operations / kernels the step launched), kernel_ns, memop_ns (summed kernel / memcpy+memset time
+--          inside the window, ns), busy_ns (union of every GPU operation's interval in the window, ns), idle_ns
+--          (wall_ns - busy_ns), idle_pct (% of wall_ns), launch_gap_ns, host_wait_ns (idle_ns split, below; they
+--          add up to idle_ns), launch_gaps, host_waits (how many idle intervals of each kind).
+-- Rules.
+-- Step: the outermost push/pop ranges named `ProfilerStep#N` (PyTorch profiler) or `step`, `step#N`, `step_N`
+--   (tracepipe capture's --step-name default); a trace without one is a single step 0 spanning the whole trace.
+--   A GPU operation belongs to the step whose CPU range (any thread of the same process: backward kernels are
+--   launched from autograd's thread) encloses its launching API call (for a replayed graph node: the graph launch).
+-- Window: from the step range's CPU start to the later of its CPU end and the end of the last GPU operation it
+--   launched (CPU and GPU timestamps share one clock in nsys and PyTorch traces); the whole trace: first GPU
+--   operation's start to the last one's end.  Busy is the union of *every* GPU operation on the device clipped
+--   to the window (work of an earlier step still running counts as busy: the GPU was not idle).
+-- Idle intervals: the gaps between busy islands, plus the window's leading and trailing gaps.  A gap before an
+--   operation whose launching call started before the gap opened is a launch gap (the work was queued; the GPU
+--   spent the time launching it: HTA's "kernel wait"); every other gap, the leading and trailing ones and gaps
+--   before an operation without a launching call included, is host wait (the CPU had not issued the work yet).
+WITH ops AS (
+    SELECT g.trace_id, g.device_id, g.op_kind, g.start_ns, g.end_ns, g.launch_pid AS pid, a.start_ns AS call_ns
+    FROM gpu_op_layers g
+    LEFT JOIN api_calls a ON a.trace_id = g.trace_id AND a.call_id = g.launch_call_id
+),
+cand AS (
+    SELECT trace_id, range_id, pid, text, start_ns, end_ns, depth
+    FROM nvtx_ranges
+    WHERE kind = 'push_pop' AND (text LIKE 'ProfilerStep#%' OR regexp_matches(text, '^step([#_ ]?[0-9]+)?$'))
+),
+steps AS (
+    SELECT trace_id, range_id, pid, text, start_ns, end_ns,
+           row_number() OVER (PARTITION BY trace_id ORDER BY start_ns, range_id) AS step
+    FROM (SELECT *, min(depth) OVER (PARTITION BY trace_id) AS top FROM cand)
+    WHERE depth = top
+),
+step_ops AS (
+    SELECT s.trace_id, s.step, s.text AS step_name, s.range_id, s.start_ns AS cpu_start_ns, s.end_ns AS cpu_end_ns,
+           o.device_id, o.op_kind, o.start_ns, o.end_ns
+    FROM steps s
+    JOIN ops o ON o.trace_id = s.trace_id AND o.pid IS NOT DISTINCT FROM s.pid
+     AND o.call_ns BETWEEN s.start_ns AND s.end_ns
+    UNION ALL
+    SELECT trace_id, 0, '(whole trace)', NULL, NULL, NULL, device_id, op_kind, start_ns, end_ns
+    FROM ops
+    WHERE trace_id NOT IN (SELECT trace_id FROM steps)
+),
+windows AS (
+    SELECT trace_id, step, step_name, range_id, device_id,
+           any_value(cpu_start_ns) AS cpu_start_ns, any_value(cpu_end_ns) AS cpu_end_ns,
+           coalesce(any_value(cpu_start_ns), min(start_ns)) AS window_start_ns,
+           greatest(any_value(cpu_end_ns), max(end_ns)) AS window_end_ns,
+           count(*) AS ops, count(*) FILTER (op_kind = 'kernel') AS kernels
+    FROM step_ops GROUP BY trace_id, step, step_name, range_id, device_id
+),
+clipped AS (
+    SELECT w.trace_id, w.step, w.device_id, w.window_start_ns, o.op_kind, o.call_ns,
+           greatest(o.start_ns, w.window_start_ns) AS s, least(o.end_ns, w.window_end_ns) AS e
+    FROM windows w
+    JOIN ops o ON o.trace_id = w.trace_id AND o.device_id IS NOT DISTINCT FROM w.device_id
+     AND o.start_ns < w.window_end_ns AND o.end_ns > w.window_start_ns
+),
+ordered AS (
+    SELECT *, max(e) OVER (PARTITION BY trace_id, step, device_id ORDER BY s, e
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM clipped
+),
+gaps AS (   -- one row per busy island: the idle gap before its first operation, and who made it wait
+    SELECT trace_id, step, device_id, s - coalesce(prev_end, window_start_ns) AS gap_ns,
+           prev_end IS NOT NULL AND call_ns <= prev_end AS queued
+    FROM ordered
+    WHERE prev_end IS NULL OR s > prev_end
+),
+per_window AS (
+    SELECT c.trace_id, c.step, c.device_id,
+           sum(e - s) FILTER (op_kind = 'kernel') AS kernel_ns, sum(e - s) FILTER (op_kind <> 'kernel') AS memop_ns,
+           max(e) AS last_end_ns
+    FROM clipped c GROUP BY ALL
+),
+per_gaps AS (
+    SELECT trace_id, step, device_id,
+           sum(gap_ns) FILTER (queued) AS launch_gap_ns, sum(gap_ns) FILTER (NOT queued) AS lead_host_ns,
+           count(*) FILTER (queued AND gap_ns > 0) AS launch_gaps,
+           count(*) FILTER (NOT queued AND gap_ns > 0) AS host_waits
+    FROM gaps GROUP BY ALL
+)
+SELECT w.trace_id, w.step, w.step_name, w.range_id, w.device_id, w.cpu_start_ns, w.cpu_end_ns,
+       w.window_start_ns, w.window_end_ns, w.window_end_ns - w.window_start_ns AS wall_ns, w.ops, w.kernels,
+       CAST(coalesce(p.kernel_ns, 0) AS BIGINT) AS kernel_ns, CAST(coalesce(p.memop_ns, 0) AS BIGINT) AS memop_ns,
+       CAST(w.window_end_ns - w.window_start_ns - coalesce(g.launch_gap_ns, 0) - coalesce(g.lead_host_ns, 0)
+            - (w.window_end_ns - coalesce(p.last_end_ns, w.window_end_ns)) AS BIGINT) AS busy_ns,
+       CAST(coalesce(g.launch_gap_ns, 0) + coalesce(g.lead_host_ns, 0)
+            + (w.window_end_ns - coalesce(p.last_end_ns, w.window_end_ns)) AS BIGINT) AS idle_ns,
+       100.0 * (coalesce(g.launch_gap_ns, 0) + coalesce(g.lead_host_ns, 0)
+                + (w.window_end_ns - coalesce(p.last_end_ns, w.window_end_ns)))
+             / nullif(w.window_end_ns - w.window_start_ns, 0) AS idle_pct,
+       CAST(coalesce(g.launch_gap_ns, 0) AS BIGINT) AS launch_gap_ns,
+       CAST(coalesce(g.lead_host_ns, 0) + (w.window_end_ns - coalesce(p.last_end_ns, w.window_end_ns)) AS BIGINT)
+           AS host_wait_ns,
+       coalesce(g.launch_gaps, 0) AS launch_gaps,
+       coalesce(g.host_waits, 0) + CASE WHEN p.last_end_ns < w.window_end_ns THEN 1 ELSE 0 END AS host_waits
+FROM windows w
+LEFT JOIN per_window p USING (trace_id, step, device_id)
+LEFT JOIN per_gaps g USING (trace_id, step, device_id)
+ORDER BY w.trace_id, w.step, w.device_id

@@ -1,0 +1,75 @@
+"""``tracepipe run``: normalize + analyze in one process, the same outputs as the two commands."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tests.conftest import SMALLCNN
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = SMALLCNN / "torch_trace.json.gz"
+
+
+def tp(*args: object) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "pipeline.cli", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+
+
+def _rows(path: Path) -> list[dict]:
+    table = pq.read_table(path)
+    return sorted(table.to_pylist(), key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def test_run_equals_normalize_then_analyze(tmp_path: Path) -> None:
+    r = tp("run", TRACE, "--out", tmp_path / "one", "-q")
+    assert r.returncode == 0, r.stderr
+    assert tp("normalize", TRACE, "--out", tmp_path / "n", "-q").returncode == 0
+    assert tp("analyze", tmp_path / "n", "--out", tmp_path / "a", "-q").returncode == 0
+    views = sorted(p.name for p in (tmp_path / "a").glob("*.parquet"))
+    assert views == sorted(p.name for p in (tmp_path / "one" / "analysis").glob("*.parquet"))
+    assert len(views) > 10
+    for name in views:
+        assert _rows(tmp_path / "one" / "analysis" / name) == _rows(tmp_path / "a" / name), name
+    # Every kernel of the raw file, counted by plain json.
+    events = json.loads(gzip.decompress(TRACE.read_bytes()))["traceEvents"]
+    kernels = sum(1 for e in events if e.get("cat") == "kernel" and e.get("ph") == "X")
+    assert pq.read_table(tmp_path / "one" / "analysis" / "kernel_layers.parquet").num_rows == kernels == 8
+
+
+def test_run_stops_at_a_bad_input(tmp_path: Path) -> None:
+    bad = tmp_path / "trace.json"
+    bad.write_text('{"traceEvents": [')
+    r = tp("run", bad, "--out", tmp_path / "one", "-q")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert not (tmp_path / "one" / "analysis").exists()
+
+
+_PROBE = """
+import sys
+from pipeline import cli
+sys.argv = ["tracepipe", *sys.argv[1:]]
+try:
+    cli.run()
+except SystemExit as e:
+    assert not e.code, e.code
+print("pandas" in sys.modules)
+"""
+
+
+def test_a_cli_process_never_imports_pandas(tmp_path: Path) -> None:
+    # pyarrow imports pandas on its first conversion (0.35 CPU-s a process); normalize and analyze use none.
+    import importlib.util
+
+    assert importlib.util.find_spec("pandas") is not None  # installed here, so the test can fail
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-c", _PROBE, "run", str(TRACE), "--out", str(tmp_path / "one"), "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    assert r.stdout.strip() == "False"
