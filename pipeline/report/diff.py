@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline import console
 from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError
 from pipeline.report.html import Col, image, integer, pct, si, table, us
@@ -96,6 +97,9 @@ def _normalize_into(path: Path, store: Path) -> None:
     if all(e is not None for e in errors):
         first = next(e for e in errors if e is not None)
         raise BadInputError(first.path, first.reason)
+    for e in errors:  # the others still compare; say which input is left out
+        if e is not None:
+            console.warn(f"{e}: left out of the comparison")
 
 
 def _side_rows(con: duckdb.DuckDBPyConnection, source: Path) -> pa.Table:
@@ -255,11 +259,11 @@ def print_summary(a: Side, b: Side, d: pl.DataFrame, con: object = None) -> None
             tbl.add_column(col, justify="left" if col == "layer path" else "right", no_wrap=True)
         for r in rows.iter_rows(named=True):
             tbl.add_row(
-                _path(r["path"]) + ("" if r["status"] == "both" else f" [{r['status'].replace('_', ' ')}]"),
+                _path(r["path"]),
                 us(r["gpu_time_a_ns"]),
                 us(r["gpu_time_b_ns"]),
                 _signed_us(r["delta_ns"]),
-                _ratio(r["ratio"]),
+                {"only_a": "only in A", "only_b": "only in B"}.get(r["status"]) or _ratio(r["ratio"]),
                 f"{r['kernels_a']}→{r['kernels_b']}",
             )
         out.print(tbl)
@@ -300,6 +304,17 @@ def bar_chart(a: Side, b: Side, d: pl.DataFrame) -> bytes:
         label = {"only_a": "only in A", "only_b": "only in B"}.get(s) or _ratio(r)
         ax.text(x, yi, f" {label} ", va="center", ha="left" if x >= 0 else "right", fontsize=8)
     ax.set_xlabel("GPU time B − A (µs, sum of kernel durations); < 0: B faster")
+    from matplotlib.patches import Patch
+
+    ax.legend(
+        handles=[
+            Patch(facecolor="#c0392b", label="B slower"),
+            Patch(facecolor="#27ae60", label="B faster"),
+            Patch(facecolor="white", edgecolor="black", hatch="//", label="path on one side only"),
+        ],
+        loc="lower right",
+        fontsize=8,
+    )
     t = totals(d)
     ax.set_title(
         f"B vs A per layer path, top {rows.height} by |B − A| — total {_ratio(t.ratio) or 'n/a'}\n"
