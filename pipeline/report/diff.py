@@ -102,11 +102,23 @@ def _normalize_into(path: Path, store: Path) -> None:
             console.warn(f"{e}: left out of the comparison")
 
 
-def _side_rows(con: duckdb.DuckDBPyConnection, source: Path) -> pa.Table:
+def _side_rows(con: duckdb.DuckDBPyConnection, source: Path, trace: str | None) -> pa.Table:
+    """layer_diff_side rows: of ``trace`` only when known (one rank of a big job is not rolled up for all)."""
+    sql = compare_sql("layer_diff_side")
     try:
-        return con.sql(compare_sql("layer_diff_side")).to_arrow_table()
+        if trace is None:
+            return con.sql(sql).to_arrow_table()
+        return con.execute(f"SELECT * FROM ({sql}) WHERE trace_id = ?", [trace]).to_arrow_table()
     except duckdb.Error as e:  # an analysis folder from another tracepipe version lacks a column
         raise BadInputError(source, f"cannot compare its layers ({str(e).splitlines()[0]})") from e
+
+
+def resolve(wanted: str, ids: list[str]) -> str | None:
+    """``wanted`` among ``ids``: the same id, or the one id ending in ``.wanted``."""
+    if wanted in ids:
+        return wanted
+    by_suffix = [t for t in ids if t.endswith("." + wanted)]
+    return by_suffix[0] if len(by_suffix) == 1 else None
 
 
 def pick_trace(rows: pa.Table, source: Path, wanted: str | None) -> str:
@@ -121,11 +133,8 @@ def pick_trace(rows: pa.Table, source: Path, wanted: str | None) -> str:
             source, f"holds {len(ids)} traces with layers ({', '.join(ids[:6])}{' …' if ids[6:] else ''}): "
             f"name one as {source}:TRACE_ID"
         )  # fmt: skip
-    if wanted in ids:
-        return wanted
-    by_suffix = [t for t in ids if t.endswith("." + wanted)]
-    if len(by_suffix) == 1:
-        return by_suffix[0]
+    if (found := resolve(wanted, ids)) is not None:
+        return found
     raise BadInputError(source, f"no trace '{wanted}' with layers here (traces: {', '.join(ids[:6])})")
 
 
@@ -134,19 +143,22 @@ def open_side(spec: str, scratch: Path) -> Side:
     path, wanted = parse_spec(spec)
     if not path.exists():
         raise BadInputError(path, "no such file or folder (give a normalized folder, an analysis folder or traces)")
+    from pipeline.analyze import connect
+    from pipeline.store import trace_ids
+
+    store: Path | None = None
     if path.is_dir() and (path / "layer_summary.parquet").is_file():
         kind, con = "analysis", _analysis_connection(path)
     elif _is_normalized(path):
-        from pipeline.analyze import connect
-
-        kind, con = "normalized", connect(path, views=["layer_summary", "layer_macs"], read_only=True)
+        kind, store = "normalized", path
     else:
         scratch.mkdir(parents=True, exist_ok=True)
         _normalize_into(path, scratch)
-        from pipeline.analyze import connect
-
-        kind, con = "traces", connect(scratch, views=["layer_summary", "layer_macs"], read_only=True)
-    rows = _side_rows(con, path)
+        kind, store = "traces", scratch
+    if store is not None:
+        con = connect(store, views=["layer_summary", "layer_macs"], read_only=True)
+    named = resolve(wanted, trace_ids(store)) if wanted and store is not None else None
+    rows = _side_rows(con, path, named)
     con.close()
     trace = pick_trace(rows, path, wanted)
     mask = pc.equal(rows.column("trace_id"), trace)
