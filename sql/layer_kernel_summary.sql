@@ -3,7 +3,8 @@
 -- Inputs:  kernel_layers, kernel_occupancy, kernel_waves, ncu_kernel_match, ncu_kernel_metrics
 -- Output, one row per trace_id, path (NULL = outside every range), short_name, grid, block ('x×y×z'):
 --   layer, launches, gpu_time_ns, share_pct (of the trace's kernel time, %), mean_ns, med_ns, min_ns, max_ns,
---   stddev_ns (sample standard deviation, n - 1, as nsys; NULL for one launch) (ns), first_start_ns,
+--   stddev_ns (sample standard deviation, n - 1, as nsys, from exact integer sums; NULL for one launch) (ns),
+--   first_start_ns,
 --   threads (threads per launch), regs (registers per thread), theoretical_occupancy_pct (kernel_occupancy's
 --   occupancy-calculator estimate, %), limiter (most common), est_achieved_occupancy_pct (kernel_waves: the
 --   estimate capped by the blocks a launch has per SM, %), waves_per_sm (mean of blocks / (SMs x resident blocks)),
@@ -15,9 +16,10 @@
 -- ncu rule: a timeline kernel's measurement is the ncu launch ncu_kernel_match pairs it with, from an ncu trace of
 -- the same capture (trace id without its last '.'-part, as layer_macs pairs them); several ncu traces of one
 -- capture (raw and details pages) are averaged.  No ncu run of the capture: the ncu columns are NULL.
+-- Means of DOUBLE columns sum in launch order (ORDER BY start_ns): the same trace gives the same bits in any folder.
 WITH ncu AS (
-    SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct) AS achieved_pct,
-           avg(x.theoretical_occupancy_pct) AS theoretical_pct
+    SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct ORDER BY m.ncu_trace_id) AS achieved_pct,
+           avg(x.theoretical_occupancy_pct ORDER BY m.ncu_trace_id) AS theoretical_pct
     FROM ncu_kernel_match m
     JOIN ncu_kernel_metrics x ON x.trace_id = m.ncu_trace_id AND x.launch_id = m.launch_id
     WHERE regexp_replace(m.ncu_trace_id, '\.[^.]*$', '') = regexp_replace(m.trace_id, '\.[^.]*$', '')
@@ -39,13 +41,19 @@ SELECT trace_id, path, any_value(layer) AS layer, short_name, grid, block, count
        CAST(sum(duration_ns) AS BIGINT) AS gpu_time_ns,
        100.0 * sum(duration_ns) / nullif(sum(sum(duration_ns)) OVER (PARTITION BY trace_id), 0) AS share_pct,
        avg(duration_ns) AS mean_ns, median(duration_ns) AS med_ns, min(duration_ns) AS min_ns,
-       max(duration_ns) AS max_ns, stddev_samp(duration_ns) AS stddev_ns, min(start_ns) AS first_start_ns,
+       max(duration_ns) AS max_ns,
+       sqrt(((count(*) * sum(duration_ns::HUGEINT * duration_ns) - sum(duration_ns::HUGEINT) * sum(duration_ns::HUGEINT))
+                  / nullif(count(*) * (count(*) - 1), 0))::DOUBLE) AS stddev_ns,
+       min(start_ns) AS first_start_ns,
        avg(threads)::DOUBLE AS threads, max(registers_per_thread) AS regs,
-       avg(theoretical_occupancy_pct) AS theoretical_occupancy_pct, mode(limiter) AS limiter,
-       avg(est_achieved_occupancy_pct) AS est_achieved_occupancy_pct, avg(waves_per_sm) AS waves_per_sm,
-       max(waves) AS waves, 100.0 * avg(tail_wave_utilization) AS tail_fill_pct,
-       count(achieved_pct) AS ncu_launches, avg(achieved_pct) AS ncu_achieved_occupancy_pct,
-       avg(theoretical_pct) AS ncu_theoretical_occupancy_pct
+       avg(theoretical_occupancy_pct ORDER BY start_ns, kernel_id) AS theoretical_occupancy_pct,
+       mode(limiter) AS limiter,
+       avg(est_achieved_occupancy_pct ORDER BY start_ns, kernel_id) AS est_achieved_occupancy_pct,
+       avg(waves_per_sm ORDER BY start_ns, kernel_id) AS waves_per_sm, max(waves) AS waves,
+       100.0 * avg(tail_wave_utilization ORDER BY start_ns, kernel_id) AS tail_fill_pct,
+       count(achieved_pct) AS ncu_launches,
+       avg(achieved_pct ORDER BY start_ns, kernel_id) AS ncu_achieved_occupancy_pct,
+       avg(theoretical_pct ORDER BY start_ns, kernel_id) AS ncu_theoretical_occupancy_pct
 FROM k
 GROUP BY trace_id, path, short_name, grid, block
 ORDER BY trace_id, sum(gpu_time_ns) OVER (PARTITION BY trace_id, path) DESC, path, gpu_time_ns DESC
