@@ -38,8 +38,12 @@ from benchmarks._measure import measure, provenance  # noqa: E402
 MODES = ("serial", "pool", "dask")
 
 
-def generate_rank_sqlite(dest: Path, kernels: int) -> int:
-    """The real sample with its kernel window repeated to ``kernels`` kernels; returns the kernel count."""
+def generate_rank_sqlite(dest: Path, kernels: int, threads: int = 1, ranges: int | None = None) -> int:
+    """The real sample with its kernel window repeated to ``kernels`` kernels; returns the kernel count.
+
+    ``threads``: copy ``i`` of the window is launched from thread ``i % threads`` of the process (its launch
+    calls and NVTX ranges move there). ``ranges``: about this many NVTX ranges in all (the window's push/pop
+    ranges are kept in every n-th copy only; default: in every copy, ~0.76 ranges per kernel)."""
     with gzip.open(SAMPLE, "rb") as f, open(dest, "wb") as g:
         shutil.copyfileobj(f, g)
     db = sqlite3.connect(dest)
@@ -58,18 +62,22 @@ def generate_rank_sqlite(dest: Path, kernels: int) -> int:
     corr = db.execute(f"SELECT max(correlationId) + 1 FROM {r}").fetchone()[0]
     copies = max(1, -(-kernels // base))  # ceil
 
-    def repeat(table: str, where: str) -> None:
+    window_ranges = db.execute(f"SELECT count(*) FROM {n} WHERE eventType = 59").fetchone()[0]
+    every = max(1, copies * window_ranges // ranges) if ranges else 1
+
+    def repeat(table: str, where: str, copy_where: str = "1") -> None:
         cols = [c for (_, c, *_) in db.execute(f"PRAGMA table_info({table})")]
         shifted = {
             "start": f"start + i * {period}",
             "end": f'"end" + i * {period}',
             "correlationId": f"correlationId + i * {corr}",
+            "globalTid": f"globalTid + i % {threads}",  # the low 24 bits are the thread id
         }
         select = ", ".join(shifted.get(c, f'"{c}"') for c in cols)
         db.execute(
             f"""INSERT INTO {table} ({", ".join(f'"{c}"' for c in cols)})
                 WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {copies - 1})
-                SELECT {select} FROM s, (SELECT * FROM {table} WHERE {where}) ORDER BY i"""
+                SELECT {select} FROM s, (SELECT * FROM {table} WHERE {where}) WHERE {copy_where} ORDER BY i"""
         )
 
     if copies > 1:
@@ -77,7 +85,7 @@ def generate_rank_sqlite(dest: Path, kernels: int) -> int:
         # from the same table first), so each table grows to exactly `copies` windows.
         repeat(k, "1")
         repeat(r, launches)
-        repeat(n, "eventType = 59")
+        repeat(n, "eventType = 59", f"i % {every} = 0")
     db.commit()
     total = db.execute(f"SELECT count(*) FROM {k}").fetchone()[0]
     db.close()

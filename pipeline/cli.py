@@ -300,6 +300,12 @@ DEFAULT_ANALYSIS = Path("build/analysis")
     help="Project onto another GPU: occupancy, waves and the SM views use its limits (rtx3090: 82 SMs, sm_86) "
     "instead of the traced device's; rows say projected_device. Kernel durations stay the traced ones.",
 )
+@click.option(
+    "--incremental",
+    is_flag=True,
+    help="Recompute only the captures whose traces were (re-)normalized since the last --incremental run into "
+    "OUT; the views that mix captures (rank spread, stragglers, ncu matching) are recomputed whole.",
+)
 def analyze(
     normalized: Path,
     out: Path,
@@ -309,6 +315,7 @@ def analyze(
     as_json: bool,
     quiet: bool,
     device: str | None,
+    incremental: bool,
 ) -> None:
     """Run every view in sql/ over NORMALIZED and write each as Parquet (CSV on request).
 
@@ -333,7 +340,8 @@ def analyze(
     unknown = set(views) - set(view_files(sql_dir))
     if unknown:
         raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
-    con = connect(normalized, sql_dir, views=[], device=device)  # write_views creates each view as it goes
+    from pipeline.analyze import incremental as inc
+
     if device is not None and not as_json:
         part = DEVICE_PRESETS[device]
         console.out.print(
@@ -342,12 +350,24 @@ def analyze(
         )
     ticks = console.progress(iter(views), len(views), "analyze", quiet)
     next(ticks, None)  # the bar shows 0 of N until the first view is written
-    written = write_views(con, out, views, formats, done=lambda _view: next(ticks, None), sql_dir=sql_dir)
+    tick = lambda _view: next(ticks, None)  # noqa: E731
+    if incremental:
+        con, outcome = inc.analyze_incremental(normalized, out, views, formats, device, sql_dir, done=tick)
+        written = outcome.rows
+    else:
+        inc.forget(out)  # an incremental run's state no longer describes these outputs
+        con = connect(normalized, sql_dir, views=[], device=device)  # write_views creates each view as it goes
+        written = write_views(con, out, views, formats, done=tick, sql_dir=sql_dir)
     rows = {view: written[view] for view in views}
     if not quiet:
         create_views(con, sql_dir, only=["analysis_warnings"], keep_existing=True)
         for line in analysis_warnings(con):
             console.warn(line)
+    if incremental and not as_json and not quiet:
+        how = f"full run: {outcome.reason}" if outcome.full else "the other captures' rows kept"
+        console.out.print(f"incremental: recomputed {len(outcome.recomputed)} of {outcome.traces} traces ({how})")
+    if incremental and as_json:
+        rows = {**rows, "recomputed_traces": outcome.recomputed, "traces": outcome.traces}
     if as_json:
         click.echo(json.dumps({"projected_device": device, **rows} if device else rows))
     elif not quiet:
@@ -489,9 +509,11 @@ from pipeline.capture.cli import capture  # noqa: E402
 from pipeline.export.cli import export  # noqa: E402
 from pipeline.oneshot import run_command  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
+from pipeline.report.diff_cli import diff  # noqa: E402
 
 main.add_command(capture)
 main.add_command(report)
+main.add_command(diff)
 main.add_command(export)
 main.add_command(run_command)
 

@@ -44,6 +44,8 @@ ATTR = "tests/test_attribution_rules.py"
 SM = "tests/test_sm_load.py"
 REGS = "tests/test_regsplit.py"
 OCC = "tests/test_occupancy_rules.py"
+STACKS = "tests/test_call_stacks.py"
+CALL_STACKS = "pipeline/normalize/sql/call_stacks.sql"
 
 MUTANTS: list[Mutant] = [
     # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
@@ -144,6 +146,41 @@ MUTANTS: list[Mutant] = [
         "return input_shape[0] * in_features * out_features",
         "a linear layer's MACs count every leading dimension (batch and sequence)",
         ("tests/test_capture_samples.py", "tests/test_capture.py"),
+    ),
+    # --- Python call stacks of chrome ops (sql/call_stacks.sql, the innermost-open rule over Kineto's links) ---
+    Mutant(
+        "call_stack_equal_start_outer_wins",
+        CALL_STACKS,
+        "arg_min(f.frame, (f.end_ns, -f.frame)) AS frame",
+        "arg_max(f.frame, (f.end_ns, -f.frame)) AS frame",
+        "of frames starting at the same instant the deepest (ends first, then later in the file) holds the op",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_frame_open_at_its_end",
+        CALL_STACKS,
+        "FROM latest WHERE end_ns > t\n    UNION ALL\n    SELECT l.op, l.frame, min(c.level)\n"
+        "    FROM latest l JOIN chains c ON c.leaf = l.frame AND c.end_ns > l.t\n    WHERE l.end_ns <= l.t",
+        "FROM latest WHERE end_ns >= t\n    UNION ALL\n    SELECT l.op, l.frame, min(c.level)\n"
+        "    FROM latest l JOIN chains c ON c.leaf = l.frame AND c.end_ns >= l.t\n    WHERE l.end_ns < l.t",
+        "a frame that ends at the op's start has returned (half-open): the op is its caller's",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_outermost_open_caller",
+        CALL_STACKS,
+        "SELECT l.op, l.frame, min(c.level)",
+        "SELECT l.op, l.frame, max(c.level)",
+        "after the latest frame returned, its first caller still open holds the op, not an outer one",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_last_of_repeated_id",
+        CALL_STACKS,
+        "SELECT c.leaf, min(u.parent), arg_min(u.parent_end_ns, u.parent), c.level + 1",
+        "SELECT c.leaf, max(u.parent), arg_max(u.parent_end_ns, u.parent), c.level + 1",
+        "a Python id written twice in a process names its first frame",
+        (STACKS,),
     ),
     Mutant(
         "ncu_binary_prefixes",

@@ -3,10 +3,11 @@
 -- Output, one row per trace and kernel name (the full demangled name, as nsys groups):
 --   trace_id, name, short_name, time_pct (share of the trace's summed kernel time, %), total_ns, instances,
 --   avg_ns, med_ns, min_ns, max_ns, stddev_ns (ns), layers (distinct innermost layer paths that launched it),
---   top_path (the path with the most of its time).
+--   top_path (the path with the most of its time; of tied paths the first in text order, so runs agree).
 -- Rule, as nsys's report defines them: Med is the median of the durations (the mean of the two middle ones
 -- for an even count), StdDev the *sample* standard deviation (n - 1; NULL for one instance, where nsys
--- prints 0.0), from exact integer sums (n*sum(x^2) - sum(x)^2) / (n*(n-1)) so it does not depend on row order.  Durations are end - start of each kernel execution (CUPTI_ACTIVITY_KIND_KERNEL).
+-- prints 0.0), from exact integer sums (n*sum(x^2) - sum(x)^2) / (n*(n-1)) so it does not depend on row order.
+-- Durations are end - start of each kernel execution (CUPTI_ACTIVITY_KIND_KERNEL).
 SELECT trace_id, name, any_value(coalesce(short_name, name)) AS short_name,
        100.0 * sum(duration_ns) / nullif(sum(sum(duration_ns)) OVER (PARTITION BY trace_id), 0) AS time_pct,
        CAST(sum(duration_ns) AS BIGINT) AS total_ns, count(*) AS instances,

@@ -7,7 +7,9 @@ rule directly: a kernel belongs to the ranges on its launching thread that enclo
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -69,3 +71,30 @@ def path_of(range_id: int, ranges: list[Range]) -> str:
     chain = [o for o in ranges if o.kind == "push_pop" and o.pid == r.pid and o.tid == r.tid and _contains(o, r)]
     chain.sort(key=lambda o: (o.start, -o.end))
     return "/".join([o.text for o in chain] + [r.text])
+
+
+def nsys_path_stats(sqlite: Path) -> dict[str | None, tuple[int, int]]:
+    """Independent: (kernels, GPU time ns) per innermost NVTX path, nsys's projection rule applied to the raw
+    tables by the nested-loop reference (a kernel belongs to the ranges around its launching call)."""
+    raw = sqlite3.connect(sqlite)
+    calls = [
+        Call(c, (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s)
+        for c, t, s in raw.execute("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    ]
+    ranges = [
+        Range(i, "push_pop", (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s, e, x)
+        for i, (t, s, e, x) in enumerate(
+            raw.execute(  # newer nsys exports keep the text in StringIds
+                'SELECT globalTid, n.start, n."end", coalesce(n.text, s.value) FROM NVTX_EVENTS n '
+                "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59"
+            )
+        )
+    ]
+    rows = raw.execute('SELECT correlationId, globalPid, "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchall()
+    ref = innermost([Kernel(c, c, (p >> 24) & 0xFFFFFF) for c, p, _ in rows], calls, ranges)
+    out: dict[str | None, tuple[int, int]] = {}
+    for c, _, d in rows:
+        path = path_of(ref[c], ranges) if ref[c] is not None else None
+        n, t = out.get(path, (0, 0))
+        out[path] = (n + 1, t + d)
+    return out

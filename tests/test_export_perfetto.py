@@ -150,6 +150,21 @@ def test_valid_trace_event_format(exported: dict[str, Any], trace: str) -> None:
     assert [d["numSms"] for d in doc["deviceProperties"]] == [132]
 
 
+def test_gpu_annotations_look_like_kinetos(exported: dict[str, Any]) -> None:
+    """Kineto writes GPU annotations with no stream/device args, and readers rely on it (HTA takes an event
+    with a `stream` arg for a kernel): the export's have the same arg keys as the profiler's own."""
+    with gzip.open(SAMPLES / TRAIN[0] / TRAIN[1], "rt") as f:
+        source = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "gpu_user_annotation"]
+    mine = [e for e in load(exported["files"][TRAIN[2]])["traceEvents"] if e.get("cat") == "gpu_user_annotation"]
+    assert len(mine) == len(source) == 52
+    kineto_keys = {k for e in source for k in e["args"]}
+    assert not any({"stream", "device"} & e["args"].keys() for e in mine)
+    assert {(e["name"], e["pid"], e["tid"], Decimal(e["ts"])) for e in mine} == {
+        (e["name"], e["pid"], e["tid"], Decimal(str(e["ts"]))) for e in source
+    }
+    assert "stream" not in kineto_keys
+
+
 def test_gzip_by_name(exported: dict[str, Any]) -> None:
     assert exported["files"][RESNET[2]].read_bytes()[:2] == b"\x1f\x8b"
     assert exported["files"][TRAIN[2]].read_bytes()[:1] == b"{"

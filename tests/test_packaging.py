@@ -67,7 +67,10 @@ def test_wheel_from_sdist_installs_and_runs_the_pipeline_elsewhere(tmp_path: Pat
     views = sorted(p.name for p in (ROOT / "sql").glob("*.sql"))
     docs = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
     in_wheel = zipfile.ZipFile(wheel).namelist()
-    assert sorted(n.split("/")[-1] for n in in_wheel if n.startswith("pipeline/views/")) == views
+    top = [n for n in in_wheel if n.startswith("pipeline/views/") and n.count("/") == 2]
+    assert sorted(n.split("/")[-1] for n in top) == views
+    compare = sorted(p.name for p in (ROOT / "sql" / "compare").glob("*.sql"))  # tracepipe diff's views
+    assert sorted(n.split("/")[-1] for n in in_wheel if n.startswith("pipeline/views/compare/")) == compare
     assert sorted(n.split("/")[-1] for n in in_wheel if n.startswith("pipeline/docs/") and n.endswith(".md")) == docs
     with tarfile.open(sdist) as tar:
         in_sdist = tar.getnames()
@@ -109,5 +112,7 @@ def test_wheel_from_sdist_installs_and_runs_the_pipeline_elsewhere(tmp_path: Pat
     kernels = run(tracepipe, "sql", "norm", "SELECT count(*) AS n FROM kernel_layers", "--format", "csv")
     assert kernels.stdout.split() == ["n", "33"]  # the sample's 33 kernels (tests/test_cli.py counts them raw)
     run(tracepipe, "report", "analysis", "--out", "report", "--quiet")
+    same = json.loads(run(tracepipe, "diff", "norm", "analysis", "--out", "diff", "--json").stdout)["totals"]
+    assert same["ratio"] == 1.0 and same["kernels_a"] == same["kernels_b"] == 33
     assert (elsewhere / "report" / "report.html").stat().st_size > 10_000
     run(python, "-m", "tracepipe", "--version")

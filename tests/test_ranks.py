@@ -21,7 +21,7 @@ from pipeline.normalize.ranks import rank_from_path
 from pipeline.schema import TABLES
 from pipeline.store import trace_ids
 from tests.conftest import SMALLCNN
-from tests.reference import Call, Kernel, Range, innermost, path_of
+from tests.reference import nsys_path_stats
 from tests.test_cli import tp
 
 RANKS = 16
@@ -226,24 +226,7 @@ def test_jobs_cli_matches_serial_and_gives_clashing_trace_ids_their_own(
 
 def reference_path_times(sqlite: Path) -> dict[str | None, int]:
     """Independent: GPU time per innermost NVTX path from the raw capture via the nested-loop reference."""
-    raw = sqlite3.connect(sqlite)
-    calls = [
-        Call(c, (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s)
-        for c, t, s in raw.execute("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME")
-    ]
-    ranges = [
-        Range(i, "push_pop", (t >> 24) & 0xFFFFFF, t & 0xFFFFFF, s, e, x)
-        for i, (t, s, e, x) in enumerate(
-            raw.execute('SELECT globalTid, start, "end", text FROM NVTX_EVENTS WHERE eventType = 59')
-        )
-    ]
-    rows = raw.execute('SELECT correlationId, globalPid, "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchall()
-    ref = innermost([Kernel(c, c, (p >> 24) & 0xFFFFFF) for c, p, _ in rows], calls, ranges)
-    times: dict[str | None, int] = {}
-    for c, _, d in rows:
-        path = path_of(ref[c], ranges) if ref[c] is not None else None
-        times[path] = times.get(path, 0) + d
-    return times
+    return {path: ns for path, (_, ns) in nsys_path_stats(sqlite).items()}
 
 
 def test_stragglers_and_spread_known_by_hand(ranks_dir: Path, serial_out: Path, nsys_sqlite: Path) -> None:

@@ -29,7 +29,7 @@ from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.lean import duckdb_connect
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
-from pipeline.store import committed_files, hold_readers, trace_ids
+from pipeline.store import committed, committed_files, hold_readers, trace_ids
 
 #: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
 DEFAULT_MEMORY_LIMIT = "3GB"
@@ -62,16 +62,18 @@ def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
-def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path) -> None:
+def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, traces: set[str] | None = None) -> None:
     """Each table as a view over DuckDB's own Parquet scan of its files (DuckDB then knows each table's
     row count and plans its joins by it; a registered pyarrow dataset looks like one row and gets
     nested-loop ASOF joins, 40x slower on a 220k-kernel trace).
 
     The files are those of the committed traces (``store.committed_files``): a trace being rewritten is
-    read whole as it was, never half old and half new. No path is pasted into SQL text."""
+    read whole as it was, never half old and half new. No path is pasted into SQL text. ``traces``: only
+    these trace ids (incremental analyze computes the traces that changed on their own)."""
     hold_readers(normalized)
+    traces_now = [c for tid, c in committed(normalized).items() if traces is None or tid in traces]
     for name, schema in TABLES.items():
-        if files := [str(f) for f in committed_files(normalized, name)]:
+        if files := [str(c.files[name]) for c in traces_now if name in c.files]:
             scan = con.read_parquet(files, hive_partitioning=False, union_by_name=True)
             scan.create_view(f"_pq_{name}", replace=True)
             have = set(scan.columns)
@@ -202,10 +204,12 @@ def connect(
     read_only: bool = False,
     views: list[str] | None = None,
     device: str | None = None,
+    traces: set[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view registered.
 
     ``views``: create only these and the views they read (default: every view).
+    ``traces``: register only these trace ids' tables (default: every committed trace).
     ``device``: a name of ``arch.DEVICE_PRESETS`` (``rtx3090``): every traced device is replaced by that part's
     limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
     ``read_only``: DuckDB's own sandbox: no file outside ``normalized`` can be read or written, no
@@ -226,7 +230,7 @@ def connect(
     # Each view's bind reads the footers of the files it scans, and views bind the views they read
     # again: cached, creating the views costs 0.24 instead of 0.58 CPU-s on a 200k-kernel trace.
     con.execute("SET parquet_metadata_cache = true")
-    register_tables(con, normalized)
+    register_tables(con, normalized, traces)
     if device is not None:
         from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
 

@@ -237,9 +237,12 @@ def _ranges_sql() -> str:
     gpu = "r.kind = 'gpu'"
     cat = f"CASE WHEN {gpu} THEN {_lit('gpu_user_annotation')} ELSE {_lit('user_annotation')} END"
     pid = f"CASE WHEN {gpu} THEN coalesce(r.pid, -1) + $gpu_base ELSE r.pid END"
+    # Kineto writes no device/stream args on GPU annotations (readers such as HTA take an event with a `stream`
+    # arg for a kernel): pid/tid say them, as in Kineto; only a pid moved past the CPU pids needs the device.
+    moved = f"{gpu} AND $gpu_base <> 0"
     args = [
-        ("device", f"CASE WHEN {gpu} THEN {_val('r.pid')} END"),
-        ("stream", f"CASE WHEN {gpu} THEN {_val('r.tid')} END"),
+        ("device", f"CASE WHEN {moved} THEN {_val('r.pid')} END"),
+        ("stream", f"CASE WHEN {moved} THEN {_val('r.tid')} END"),
         ("layer path", _val("p.path")),
         ("depth", _val("r.depth")),
         ("domain", _val("r.domain")),

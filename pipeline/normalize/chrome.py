@@ -3,8 +3,9 @@
 Three parts: ``chrome_map`` says what events mean (categories and arg names of every profiler version and
 vendor, as data), ``chrome_decode`` turns the JSON into one Arrow table per event group, and this module
 maps those groups onto our schema: kernels and copies linked to their launching thread, API calls, ops
-with their Python call stacks, ranges, devices, and what the trace says about the tools that wrote it.
-Joins, ids and ordering are DuckDB SQL or numpy over those arrays, never per-event dicts or pandas.
+with their Python call stacks (``nesting.call_stacks``), ranges, devices, and what the trace says about
+the tools that wrote it.  Joins, ids and ordering are DuckDB SQL or Arrow over those arrays, never
+per-event dicts or pandas.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pipeline.errors import BadInputError
 from pipeline.lean import duckdb_connect
 from pipeline.normalize.chrome_decode import Collected, decode, versions
 from pipeline.normalize.chrome_map import MEMCPY_KINDS
-from pipeline.normalize.nesting import with_nesting
+from pipeline.normalize.nesting import call_stacks, with_nesting
 from pipeline.store import TraceWriter
 
 # --- kernel short names ------------------------------------------------------------------------------
@@ -150,115 +151,11 @@ def _api_calls(runtime: pa.Table | None, driver: pa.Table | None) -> pa.Table | 
     return calls.append_column("call_id", pa.array(np.arange(calls.num_rows, dtype=np.int64)))
 
 
-def _np(col: pa.ChunkedArray, fill: int = -1) -> np.ndarray:
-    return pc.fill_null(col.combine_chunks(), fill).to_numpy()
-
-
-def _call_stacks(ops: pa.Table, py: pa.Table) -> pa.Array:
-    """For each op (in ``ops`` order): the python_function frames enclosing it, outermost first, ';'-joined.
-
-    Vectorized over all ops (numpy; a DuckDB ASOF formulation took 4 s on 1.4M python events, this takes a
-    fraction of that): per thread, the python event that started last at or before the op is found by
-    binary search; while it had already ended, its ``Python parent id`` is followed instead (its caller
-    encloses it, so the walk ends at the innermost frame still open).  Stacks are then built once per
-    distinct innermost frame by walking parent links one level per step for all of them at once.
-    """
-    with ThreadPoolExecutor(1, thread_name_prefix="chrome-parents") as pool:
-        # Independent of the search below and mostly numpy (GIL released): the two overlap on 2 cores.
-        parents = pool.submit(_parent_rows, py)
-        py_thread, op_thread = _thread_keys(py, ops)
-        py_start, py_end = _np(py["start_ns"]), _np(py["end_ns"])
-        op_start = _np(ops["start_ns"])
-        leaf = _latest_started(py_thread, py_start, op_thread, op_start)
-        parent = parents.result()
-    for _ in range(py.num_rows):  # bounded: a parent chain is never longer than the number of events
-        ended = np.flatnonzero(leaf >= 0)
-        ended = ended[py_end[leaf[ended]] <= op_start[ended]]
-        if not ended.size:
-            break
-        leaf[ended] = parent[leaf[ended]]
-
-    has = leaf >= 0
-    leaves, which = np.unique(leaf[has], return_inverse=True)
-    levels = [leaves]
-    cur = leaves
-    for _ in range(py.num_rows):
-        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
-        if not (cur >= 0).any():
-            break
-        levels.append(cur)
-    chain = np.stack(levels, axis=1)  # row i: leaf, its caller, ..., then -1s
-    depth = (chain >= 0).sum(axis=1)
-    offsets = np.concatenate([[0], np.cumsum(depth)])
-    row_of = np.repeat(np.arange(len(depth)), depth)
-    within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], depth)
-    frames = chain[row_of, depth[row_of] - 1 - within]  # outermost first
-    names = py["name"].combine_chunks().take(pa.array(frames)).dictionary_decode()
-    stacks = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), names), ";")
-    # Ops outside any python frame get null; the rest take their innermost frame's stack.
-    slot = np.full(ops.num_rows, len(stacks), dtype=np.int64)
-    slot[has] = which
-    return pa.concat_arrays([stacks, pa.nulls(1, pa.string())]).take(pa.array(slot))
-
-
-def _latest_started(
-    py_thread: np.ndarray, py_start: np.ndarray, op_thread: np.ndarray, op_start: np.ndarray
-) -> np.ndarray:
-    """Per op: the row of the python event on its thread that started last at or before it (-1: none)."""
-    leaf = np.full(len(op_start), -1, dtype=np.int64)
-    order = np.lexsort((py_start, py_thread))
-    sorted_thread, sorted_start = py_thread[order], py_start[order]
-    for t in np.unique(op_thread):
-        lo, hi = np.searchsorted(sorted_thread, [t, t + 1])
-        if lo == hi:
-            continue
-        mine = np.flatnonzero(op_thread == t)
-        pos = np.searchsorted(sorted_start[lo:hi], op_start[mine], side="right") - 1
-        leaf[mine] = np.where(pos >= 0, order[lo + np.maximum(pos, 0)], -1)
-    return leaf
-
-
-def _thread_keys(py: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """One int64 per (pid, tid), the same for python events and ops (Linux ids fit in 31 bits)."""
-
-    def key(t: pa.Table) -> np.ndarray:
-        return (_np(t["pid"]) << 32) ^ (_np(t["tid"]) & 0xFFFFFFFF)
-
-    return key(py), key(ops)
-
-
-def _parent_rows(py: pa.Table) -> np.ndarray:
-    """Row of each python event's caller (by ``Python parent id`` within its process), -1 if none."""
-    pid, ids, parents = _np(py["pid"]), _np(py["python_id"]), _np(py["python_parent_id"])
-    out = np.full(py.num_rows, -1, dtype=np.int64)
-    for p in pc.unique(pid).to_numpy():  # a hash, not np.unique's sort of every row
-        rows = np.flatnonzero(pid == p)
-        have = rows[ids[rows] >= 0]
-        if not have.size:
-            continue
-        want = parents[rows]
-        lo, hi = int(ids[have].min()), int(ids[have].max())
-        if hi - lo < 4 * have.size + 1024:
-            # Kineto numbers python events 1, 2, 3...: a dense id -> row table beats sorting 1M+ ids.
-            table = np.full(hi - lo + 1, -1, dtype=np.int64)
-            table[ids[have] - lo] = have
-            if (table[ids[have] - lo] == have).all():  # no id seen twice (else: the sort below)
-                inside = (want >= lo) & (want <= hi)
-                out[rows[inside]] = table[want[inside] - lo]
-                continue
-        by_id = have[np.argsort(ids[have], kind="stable")]
-        sorted_ids = ids[by_id]
-        pos = np.minimum(np.searchsorted(sorted_ids, want), len(by_id) - 1)
-        found = (want >= 0) & (sorted_ids[pos] == want)
-        out[rows[found]] = by_id[pos[found]]
-    return out
-
-
 def _ops(ops: pa.Table, py: pa.Table | None) -> pa.Table:
     ops = ops.sort_by([("start_ns", "ascending"), ("end_ns", "descending"), ("external_id", "ascending")])
     ops = ops.append_column("op_id", pa.array(np.arange(ops.num_rows, dtype=np.int64)))
     if py is not None and py.num_rows:
-        ops = ops.append_column("call_stack", _call_stacks(ops, py))
+        ops = ops.append_column("call_stack", call_stacks(ops, py))
     return ops
 
 
@@ -416,7 +313,7 @@ def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
         warnings.append("no GPU kernel events in the trace (CPU-only profile, or CUDA activity not recorded)")
 
     con = duckdb_connect()
-    # Ops and their call stacks (the longest step: numpy and Arrow, which release the GIL) are built in a
+    # Ops and their call stacks (the longest step: DuckDB and Arrow, which release the GIL) are built in a
     # thread while this one does the other tables and their Parquet writes: on 2 cores they overlap.
     with ThreadPoolExecutor(1, thread_name_prefix="chrome-ops") as pool:
         ops = pool.submit(_ops, tables["cpu_op"], tables["python_function"]) if tables["cpu_op"] is not None else None

@@ -1,15 +1,18 @@
-"""Depth and parent of NVTX-style ranges, shared by every normalizer that has ranges."""
+"""The nesting engine of normalize: depth and parent of NVTX-style ranges (every normalizer that has ranges),
+and the Python call stack of each chrome-trace op by the same innermost-open rule attribution uses."""
 
 from __future__ import annotations
 
 from importlib import resources
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.lean import duckdb_connect
 
 _SQL = resources.files("pipeline.normalize").joinpath("sql/nvtx_nesting.sql").read_text()
+_STACKS_SQL = resources.files("pipeline.normalize").joinpath("sql/call_stacks.sql").read_text()
 
 
 def with_nesting(ranges: pa.Table) -> pa.Table:
@@ -33,3 +36,55 @@ def with_nesting(ranges: pa.Table) -> pa.Table:
     depth = pc.if_else(pc.is_null(joined["depth"]), pa.scalar(0, pa.int32()), joined["depth"].cast(pa.int32()))
     joined = joined.set_column(joined.schema.get_field_index("depth"), "depth", depth)
     return joined.sort_by([("start_ns", "ascending"), ("range_id", "ascending")])
+
+
+def _thread_keys(frames: pa.Table, ops: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """One small int64 per (pid, tid) pair, the same for frames and ops: codes of each column's distinct
+    values combined, exact whatever the ids (text ids are large), and one key sorts faster than two."""
+    codes = []
+    for col in ("pid", "tid"):
+        both = pa.chunked_array(frames[col].chunks + ops[col].chunks, frames.schema.field(col).type)
+        enc = pc.dictionary_encode(pc.fill_null(both, -1)).combine_chunks()
+        codes.append((enc.indices.cast(pa.int64()), len(enc.dictionary)))
+    (pids, _), (tids, n_tids) = codes
+    key = pc.add(pc.multiply(pids, n_tids), tids)
+    return key.slice(0, frames.num_rows), key.slice(frames.num_rows)
+
+
+def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
+    """For each op (in ``ops`` order): the python_function ``frames`` open on its thread at its start,
+    outermost first, ';'-joined; null where none is (the rule: sql/call_stacks.sql's header)."""
+    frame_thread, op_thread = _thread_keys(frames, ops)
+    con = duckdb_connect({"threads": "1"})  # it runs beside the other tables' writes (normalize_chrome)
+    con.register(
+        "frames",
+        pa.table(
+            {
+                "frame": np.arange(frames.num_rows, dtype=np.int64),
+                "thread": frame_thread,
+                "pid": pc.fill_null(frames["pid"], -1),
+                "start_ns": frames["start_ns"],
+                "end_ns": frames["end_ns"],
+                "python_id": frames["python_id"],
+                "python_parent_id": frames["python_parent_id"],
+            }
+        ),
+    )
+    con.register(
+        "points",
+        pa.table({"op": np.arange(ops.num_rows, dtype=np.int64), "thread": op_thread, "t": ops["start_ns"]}),
+    )
+    try:
+        con.execute(_STACKS_SQL)
+        per_op = con.sql("SELECT op, stack FROM call_stacks").to_arrow_table()
+        stacks = con.sql("SELECT frames FROM stack_frames ORDER BY stack").to_arrow_table()["frames"].combine_chunks()
+    finally:
+        con.close()
+    names = frames["name"].combine_chunks().take(stacks.values)
+    if pa.types.is_dictionary(names.type):
+        names = names.dictionary_decode()
+    joined = pc.binary_join(pa.ListArray.from_arrays(stacks.offsets, names), ";")
+    # Ops without an open frame point one past the stacks, at a null.
+    slot = np.full(ops.num_rows, len(joined), dtype=np.int64)
+    slot[per_op["op"].to_numpy()] = per_op["stack"].to_numpy()
+    return pa.concat_arrays([joined, pa.nulls(1, pa.string())]).take(pa.array(slot))

@@ -279,10 +279,12 @@ class _TraceBuilder:
         ]
 
 
-def build_report(analysis: Path, out: Path, quiet: bool = True) -> Report:
+def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str, str] | None = None) -> Report:
     """Write ``out/report.html`` and ``out/<trace>.<figure>.png``; BadInputError (nothing written) when
-    ``analysis`` is not an analysis folder."""
+    ``analysis`` is not an analysis folder. ``diff``: two runs (``tracepipe diff`` A and B) compared in a
+    section of their own; a folder of several ranks gets a ranks section."""
     views = load(analysis)
+    extra = _extra_sections(analysis, out, diff)
     out.mkdir(parents=True, exist_ok=True)
     pngs: list[Path] = []
     builders = [_TraceBuilder(views, t, out, pngs) for t in views.trace_ids]
@@ -295,9 +297,30 @@ def build_report(analysis: Path, out: Path, quiet: bool = True) -> Report:
         f"{len(builders)} trace(s) from <code>{_html.escape(str(analysis))}</code>, generated {when}. "
         "Times are sums of kernel durations on the GPU; layers are the NVTX ranges that launched the kernels.",
     )
+    page.sections += [(anchor, heading, body) for anchor, heading, body, _ in extra]
+    pngs += [write_atomic(out / name, png) for *_, (name, png) in extra]
     for b in builders:
         page.sections.append((slug(b.trace), b.trace, "".join(b.parts)))
     if ncu_only := detail.ncu_only_section(views):
         page.sections.append(ncu_only)
     html_path = write_atomic(out / "report.html", page.render().encode())
     return Report(html_path, pngs, [b.rep for b in builders])
+
+
+def _extra_sections(
+    analysis: Path, out: Path, diff: tuple[str, str] | None
+) -> list[tuple[str, str, str, tuple[str, bytes]]]:
+    """Sections over more than one trace, before the per-trace ones: (anchor, heading, body, (png name, png))."""
+    from pipeline.report import diff as _diff
+    from pipeline.report import ranks
+
+    found = []
+    if diff is not None:
+        with _diff.open_sides(*diff) as (a, b):
+            d = _diff.compare(a, b)
+        png = _diff.bar_chart(a, b, d)
+        found.append(("diff", "Diff: B against A", _diff.section_html(a, b, d, png), ("layer_diff.png", png)))
+    if (r := ranks.load_ranks(analysis)) is not None:
+        body, png = ranks.section(r)
+        found.append(("ranks", f"Ranks: {r.totals.height} ranks compared", body, ("ranks.png", png)))
+    return found

@@ -29,22 +29,32 @@ DEFAULT_REPORT = Path("report")
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary (files written, top layers per trace).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary; errors still go to stderr.")
-def report(analyzed: Path, out: Path, as_json: bool, quiet: bool) -> None:
+@click.option(
+    "--diff",
+    nargs=2,
+    metavar="A B",
+    default=None,
+    help="Add a section comparing run B with run A per layer path (what `tracepipe diff A B --html` shows).",
+)
+def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[str, str] | None) -> None:
     """Turn the Parquet of `tracepipe analyze` into report.html, PNG figures and a terminal summary.
 
     One section per trace: GPU time per layer, the kernels each layer runs (launch shape, threads,
     occupancy, limiter), MACs, the estimated load per SM (heatmap) and a GPU timeline of one iteration
     (the last top-level NVTX range holding other ranges, e.g. `step`). Sections whose view is not in
     ANALYZED say "not available (view X missing)". The HTML embeds its images and fetches nothing.
+    A folder of several ranks (trace_meta.rank) gets a ranks section: spread and straggler per layer.
+    --diff A B adds a comparison of two runs (see tracepipe diff --help for what A and B may be).
 
     \b
     Examples:
       tracepipe report build/analysis --out report/
       tracepipe report build/analysis --json | jq '.traces[].top_layers'
+      tracepipe report build/analysis --diff before/normalized after/normalized
     """
     from pipeline.report.build import build_report
 
-    rep = build_report(analyzed, out, quiet=quiet or as_json)
+    rep = build_report(analyzed, out, quiet=quiet or as_json, diff=diff)
     if as_json:
         click.echo(json.dumps(rep.to_json()))
     elif not quiet:

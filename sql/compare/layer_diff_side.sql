@@ -1,0 +1,38 @@
+-- layer_diff_side: one side of `tracepipe diff`: per trace, layer path and pass, the figures two runs compare.
+-- Inputs:  layer_summary, layer_macs
+-- Output:  trace_id, path (NULL = kernels launched outside every range), layer, pass ('all' = every GPU op of the
+--          path; 'forward', 'backward', 'optimizer' rows too for a training trace, i.e. one with backward or
+--          optimizer kernels, each only where it has kernels), calls (range instances), kernels,
+--          gpu_time_ns (sum of kernel durations, ns), macs (analytic MACs of the row's kernels: the module's MACs
+--          per call x calls; NULL = module type not analysed or no layer shapes captured; on the 'all' row of an
+--          inference trace and the 'forward' row of a training trace only: the shape model counts the forward)
+-- Rule: layer_summary's per-pass columns unpivoted, so two runs compare pass by pass where both trained.
+-- Run per side by pipeline/report/diff.py over a normalized folder or an analysis folder's Parquet.
+WITH training AS (
+    SELECT trace_id FROM layer_summary
+    GROUP BY trace_id HAVING sum(backward_kernels) + sum(optimizer_kernels) > 0
+), macs AS (       -- layer_macs has one row per ncu trace of the capture: the analytic count is the same in each
+    SELECT trace_id, layer, any_value(analytic_macs / calls_per_forward) AS macs_per_call
+    FROM layer_macs WHERE analytic_macs > 0 AND calls_per_forward > 0 GROUP BY trace_id, layer
+), passes AS (
+    SELECT s.trace_id, s.path, s.layer, 'all' AS pass, s.calls, s.kernels, s.gpu_time_ns,
+           t.trace_id IS NOT NULL AS is_training
+    FROM layer_summary s LEFT JOIN training t USING (trace_id)
+    UNION ALL
+    SELECT s.trace_id, s.path, s.layer, p.pass, s.calls,
+           CASE p.pass WHEN 'forward' THEN s.forward_kernels WHEN 'backward' THEN s.backward_kernels
+                       ELSE s.optimizer_kernels END,
+           CASE p.pass WHEN 'forward' THEN s.forward_gpu_time_ns WHEN 'backward' THEN s.backward_gpu_time_ns
+                       ELSE s.optimizer_gpu_time_ns END,
+           TRUE
+    FROM layer_summary s
+    JOIN training t USING (trace_id)
+    CROSS JOIN (VALUES ('forward'), ('backward'), ('optimizer')) p(pass)
+)
+SELECT r.trace_id, r.path, r.layer, r.pass, r.calls, r.kernels, r.gpu_time_ns,
+       CASE WHEN r.pass = (CASE WHEN r.is_training THEN 'forward' ELSE 'all' END)
+            THEN CAST(round(m.macs_per_call * r.calls) AS BIGINT) END AS macs
+FROM passes r
+LEFT JOIN macs m ON m.trace_id = r.trace_id AND m.layer = r.layer
+WHERE r.pass = 'all' OR r.kernels > 0
+ORDER BY r.trace_id, r.path, r.pass
