@@ -59,6 +59,13 @@ def generate_rank_sqlite(dest: Path, kernels: int, threads: int = 1, ranges: int
               UNION ALL SELECT start, "end" FROM {n} WHERE eventType = 59)"""
     ).fetchone()
     period = hi - lo + 1000  # one copy of the window after the other, never overlapping
+    # Copies start after the last row of the sample (its calls and ranges after the window too), so each table
+    # stays stored in start order, as nsys exports store them.
+    last = db.execute(
+        f"SELECT max(s) FROM (SELECT max(start) AS s FROM {k} UNION ALL SELECT max(start) FROM {r} "
+        f"UNION ALL SELECT max(start) FROM {n})"
+    ).fetchone()[0]
+    tail = max(0, last - hi)
     corr = db.execute(f"SELECT max(correlationId) + 1 FROM {r}").fetchone()[0]
     copies = max(1, -(-kernels // base))  # ceil
 
@@ -68,8 +75,8 @@ def generate_rank_sqlite(dest: Path, kernels: int, threads: int = 1, ranges: int
     def repeat(table: str, where: str, copy_where: str = "1") -> None:
         cols = [c for (_, c, *_) in db.execute(f"PRAGMA table_info({table})")]
         shifted = {
-            "start": f"start + i * {period}",
-            "end": f'"end" + i * {period}',
+            "start": f"start + {tail} + i * {period}",
+            "end": f'"end" + {tail} + i * {period}',
             "correlationId": f"correlationId + i * {corr}",
             "globalTid": f"globalTid + i % {threads}",  # the low 24 bits are the thread id
         }

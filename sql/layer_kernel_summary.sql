@@ -3,8 +3,8 @@
 -- Inputs:  kernel_layers, kernel_occupancy, kernel_waves, ncu_kernel_match, ncu_kernel_metrics
 -- Output, one row per trace_id, path (NULL = outside every range), short_name, grid, block ('x×y×z'):
 --   layer, launches, gpu_time_ns, share_pct (of the trace's kernel time, %), mean_ns, med_ns, min_ns, max_ns,
---   stddev_ns (sample standard deviation, n - 1, as nsys, from exact integer sums; NULL for one launch) (ns),
---   first_start_ns,
+--   stddev_ns (sample standard deviation, n - 1, as nsys; NULL for one launch; from exact integer sums, so
+--   runs agree to the bit) (ns), first_start_ns,
 --   threads (threads per launch), regs (registers per thread), theoretical_occupancy_pct (kernel_occupancy's
 --   occupancy-calculator estimate, %), limiter (most common), est_achieved_occupancy_pct (kernel_waves: the
 --   estimate capped by the blocks a launch has per SM, %), waves_per_sm (mean of blocks / (SMs x resident blocks)),
@@ -41,10 +41,8 @@ SELECT trace_id, path, any_value(layer) AS layer, short_name, grid, block, count
        CAST(sum(duration_ns) AS BIGINT) AS gpu_time_ns,
        100.0 * sum(duration_ns) / nullif(sum(sum(duration_ns)) OVER (PARTITION BY trace_id), 0) AS share_pct,
        avg(duration_ns) AS mean_ns, median(duration_ns) AS med_ns, min(duration_ns) AS min_ns,
-       max(duration_ns) AS max_ns,
-       sqrt(((count(*) * sum(duration_ns::HUGEINT * duration_ns) - sum(duration_ns::HUGEINT) * sum(duration_ns::HUGEINT))
-                  / nullif(count(*) * (count(*) - 1), 0))::DOUBLE) AS stddev_ns,
-       min(start_ns) AS first_start_ns,
+       max(duration_ns) AS max_ns, sqrt((count(duration_ns)::HUGEINT * sum(duration_ns::HUGEINT * duration_ns) - sum(duration_ns::HUGEINT) * sum(duration_ns))::DOUBLE
+            / nullif(count(duration_ns) * (count(duration_ns) - 1), 0)) AS stddev_ns, min(start_ns) AS first_start_ns,
        avg(threads)::DOUBLE AS threads, max(registers_per_thread) AS regs,
        avg(theoretical_occupancy_pct ORDER BY start_ns, kernel_id) AS theoretical_occupancy_pct,
        mode(limiter) AS limiter,

@@ -248,6 +248,7 @@ def test_bad_input_exits_2_with_one_line(exported: dict[str, Any], tmp_path: Pat
         (("export", "perfetto", exported["norm"]), "--trace-id"),  # two traces, none chosen
         (("export", "perfetto", exported["norm"], "--trace-id", "nope"), "nope"),
         (("export", "perfetto", exported["norm"], "--trace-id", RESNET[2], "-o", tmp_path), "folder"),
+        (("export", "perfetto", exported["norm"], "--trace-id", RESNET[2], "-o", tmp_path / "no" / "t.json"), "folder"),
     ]
     shapes = tmp_path.parent / f"{tmp_path.name}-shapes"
     normalize_file(SAMPLES / RESNET[0] / "layer_shapes.json", shapes)  # per-module MACs: no timeline

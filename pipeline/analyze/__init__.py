@@ -375,9 +375,9 @@ def write_views(
     """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete;
     returns the rows of each view. ``done(view)`` is called as each view is written (progress).
 
-    Views are written in dependency order, each computed once: once written, a view that later views
-    read is pointed at its own Parquet file, so the views built on it (``layer_summary`` on
-    ``kernel_layers``) neither recompute it nor hold it in memory. Without ``parquet`` in ``formats``
+    Views are written in dependency order, each computed once: once written, a view reads its own
+    Parquet file, so the views built on it (``layer_summary`` on ``kernel_layers``) neither recompute
+    it nor hold it in memory. Without ``parquet`` in ``formats``
     (and for a view only needed by others) that file is a hidden, temporary one.
 
     Views ``con`` lacks are created here, each just before it is first needed: its inputs then already
@@ -390,11 +390,8 @@ def write_views(
     files = view_files(sql_dir)
     have = defined_views(con)
     to_write = set(_views_to_write(views, sql_dir))
-    need = needed_views(views, sql_dir)
-    # Views some later view reads: those get pointed at their Parquet file once written.
-    read_later = {i for v in need for i in view_inputs(files[v])}
     try:
-        for view in need:
+        for view in needed_views(views, sql_dir):
             if view not in have:
                 con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
             if view not in to_write:
@@ -402,15 +399,14 @@ def write_views(
             parquet = out / f"{view}.parquet"
             if view not in views or "parquet" not in formats:
                 parquet = scratch[view] = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
-            n = _copy(con, view, parquet, "parquet")
-            others = [fmt for fmt in formats if fmt != "parquet"]
-            if view in read_later or others:
-                _read_back(con, view, parquet)
+            rows_written = _copy(con, view, parquet, "parquet")
+            _read_back(con, view, parquet)
             if view not in views:
                 continue
-            for fmt in others:
-                _copy(con, view, out / f"{view}.{fmt}", fmt)
-            rows[view] = n
+            for fmt in formats:
+                if fmt != "parquet":
+                    _copy(con, view, out / f"{view}.{fmt}", fmt)
+            rows[view] = rows_written
             if done is not None:
                 done(view)
     finally:

@@ -520,6 +520,8 @@ def export_perfetto(
     out = Path(out) if out is not None else Path(f"{trace_id}.perfetto.json.gz")
     if out.is_dir():
         raise BadInputError(out, "is a folder: give a file name ending in .json or .json.gz")
+    if not out.absolute().parent.is_dir():
+        raise BadInputError(out, "its folder does not exist: create it, or write elsewhere (-o)")
     con = connect(normalized, read_only=True, views=["gpu_op_layers", "nvtx_paths", "kernel_occupancy", "kernel_waves"])
     try:
         _require_timeline(con, normalized, trace_id)

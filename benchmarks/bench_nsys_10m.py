@@ -1,0 +1,60 @@
+"""Benchmark (issue 18.3): normalize + analyze of one 10M-kernel nsys export, wall, CPU and peak RSS of each
+process tree (benchmarks/_measure.py). The input is ``bench_ranks.generate_rank_sqlite`` (the real H200 sample's
+window repeated) at the issue's shape: ``--kernels`` kernels launched from ``--threads`` threads under about
+``--ranges`` NVTX ranges. Run it under ``taskset -c 0,1`` for the 2-core figure (the children inherit it).
+
+    taskset -c 0,1 python benchmarks/bench_nsys_10m.py --kernels 10000000 --tmp /tmp
+Set TRACEPIPE_MEMORY_LIMIT to bound DuckDB in analyze (the figure says which limit it ran under).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks._measure import measure, provenance  # noqa: E402
+from benchmarks.bench_ranks import generate_rank_sqlite  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernels", type=int, default=10_000_000)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--ranges", type=int, default=1_000_000)
+    ap.add_argument("--tmp", default="/tmp")
+    args = ap.parse_args()
+    print(provenance(), flush=True)
+    cores = len(os.sched_getaffinity(0))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    with tempfile.TemporaryDirectory(prefix="bench-nsys-10m-", dir=args.tmp) as tmp:
+        root = Path(tmp)
+        sqlite = root / "cap" / "nsys.sqlite"
+        sqlite.parent.mkdir()
+        t0 = time.perf_counter()
+        kernels = generate_rank_sqlite(sqlite, args.kernels, threads=args.threads, ranges=args.ranges)
+        print(
+            f"input: {kernels:,} kernels, {args.threads} threads, ~{args.ranges:,} ranges, "
+            f"{sqlite.stat().st_size / 2**20:.0f} MiB sqlite, generated in {time.perf_counter() - t0:.0f} s; "
+            f"{cores} cores; TRACEPIPE_MEMORY_LIMIT={os.environ.get('TRACEPIPE_MEMORY_LIMIT', 'default')}",
+            flush=True,
+        )
+        tp = [sys.executable, "-m", "pipeline"]
+        n = measure([*tp, "normalize", str(sqlite), "--out", str(root / "n"), "-q"], env=env, cwd=ROOT)
+        print(f"normalize  {n.line()}", flush=True)
+        a = measure([*tp, "analyze", str(root / "n"), "--out", str(root / "a"), "-q"], env=env, cwd=ROOT)
+        print(f"analyze    {a.line()}", flush=True)
+        print(
+            f"total      wall {n.wall_s + a.wall_s:7.2f} s  CPU {n.cpu_s + a.cpu_s:7.2f} s  "
+            f"peak RSS (tree) {max(n.peak_rss_bytes, a.peak_rss_bytes) / 1e6:7.0f} MB  "
+            f"(target: < 60 s wall, < 2000 MB on 2 cores)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""nsys normalize reads kernels and runtime calls in the order the export stores them when that is start order
+(nsys's own), numbering them itself, and falls back to sqlite's sort when it is not; a large export's kernels
+are written by a forked child process. Every path gives the kernels and calls plain sqlite3 gives, in
+(start, correlation id) order."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.normalize import normalize_file, nsys
+from pipeline.store import committed_file
+from tests.conftest import SAMPLES
+
+DECODER = SAMPLES / "h200_train_decoder" / "nsys.sqlite.gz"
+
+
+def _sqlite(tmp_path: Path, reverse: tuple[str, ...] = ()) -> Path:
+    """The decoder sample; the tables in ``reverse`` stored last row first (their rowids reversed)."""
+    path = tmp_path / "cap" / "nsys.sqlite"
+    path.parent.mkdir()
+    path.write_bytes(gzip.decompress(DECODER.read_bytes()))
+    db = sqlite3.connect(path)
+    for table in reverse:
+        db.execute(f"CREATE TABLE tmp AS SELECT * FROM {table} ORDER BY rowid DESC")
+        db.execute(f"DELETE FROM {table}")
+        db.execute(f"INSERT INTO {table} SELECT * FROM tmp")
+        db.execute("DROP TABLE tmp")
+    db.commit()
+    db.close()
+    return path
+
+
+def _expected(path: Path) -> tuple[list[tuple], list[tuple]]:
+    db = sqlite3.connect(path)
+    kernels = db.execute(
+        'SELECT start, "end", correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, correlationId'
+    ).fetchall()
+    calls = db.execute(
+        'SELECT start, "end", correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start, correlationId'
+    ).fetchall()
+    return kernels, calls
+
+
+def _got(out: Path, table: str, id_col: str) -> list[tuple]:
+    t = pq.read_table(committed_file(out, "cap.nsys", table)).sort_by(id_col)
+    assert t[id_col].to_pylist() == list(range(t.num_rows))  # numbered 0..n-1 in start order
+    return list(zip(*(t[c].to_pylist() for c in ("start_ns", "end_ns", "correlation_id")), strict=True))
+
+
+@pytest.mark.parametrize("reverse", [(), ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")])
+def test_kernels_and_calls_in_start_order_whatever_the_stored_order(tmp_path: Path, reverse: tuple) -> None:
+    path = _sqlite(tmp_path, reverse)
+    out = tmp_path / "out"
+    normalize_file(path, out)
+    kernels, calls = _expected(path)
+    assert _got(out, "kernels", "kernel_id") == kernels
+    assert _got(out, "api_calls", "call_id") == calls
+
+
+def test_stored_order_check_rejects_a_row_out_of_order() -> None:
+    batch = pa.record_batch({"call_id": [None, None, None], "start_ns": [1, 2, 2], "correlation_id": [5, 7, 6]})
+    with pytest.raises(nsys._OutOfOrder):  # equal start, correlation id going down
+        list(nsys._numbered_in_order([batch], "call_id"))
+    later = pa.record_batch({"call_id": [None], "start_ns": [0], "correlation_id": [9]})
+    ok = pa.record_batch({"call_id": [None, None], "start_ns": [1, 1], "correlation_id": [1, 2]})
+    with pytest.raises(nsys._OutOfOrder):  # across batches
+        list(nsys._numbered_in_order([ok, later], "call_id"))
+
+
+def test_a_large_export_s_kernels_are_written_by_a_child_and_equal_the_serial_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _sqlite(tmp_path)
+    serial = tmp_path / "serial"
+    normalize_file(path, serial)
+    pids = tmp_path / "pids"
+    write = nsys._write_kernels
+
+    def spy(db: nsys.Sqlite, writer: object) -> int:
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return write(db, writer)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(nsys, "_write_kernels", spy)
+    monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
+    monkeypatch.setattr(nsys.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    parallel = tmp_path / "parallel"
+    normalize_file(path, parallel)
+    assert [int(p) for p in pids.read_text().split()] != [os.getpid()]  # written in another process
+    for table in ("kernels", "api_calls", "nvtx_ranges"):
+        a = pq.read_table(committed_file(serial, "cap.nsys", table))
+        b = pq.read_table(committed_file(parallel, "cap.nsys", table))
+        assert a.drop_columns(["trace_id"]).equals(b.drop_columns(["trace_id"])), table
