@@ -184,6 +184,11 @@ def test_two_models_list_paths_only_on_one_side_and_fit_40_lines(
     only_a, only_b = len(set(a_ref) - set(b_ref)), len(set(b_ref) - set(a_ref))
     assert only_a > 50 and only_b > 5
     assert f"only in A ({only_a})" in r.stdout and f"only in B ({only_b})" in r.stdout
+    top = next(line for line in lines if "step/model/conv1 " in line)  # ResNet's largest layer: only in A
+    assert "only in A" in top and f"{-a_ref['step/model/conv1'][1] / 1e3:+,.1f}" in top
+    rows = pl.read_parquet(tmp_path / "o" / "layer_diff.parquet").filter(pl.col("pass") == "all")
+    one_sided = rows.filter(pl.col("status") != "both")
+    assert one_sided.height == only_a + only_b and one_sided["ratio"].null_count() == one_sided.height
     assert overflows(tmp_path / "o" / "diff.html") == []
 
 

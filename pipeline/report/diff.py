@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline import console
 from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError
 from pipeline.report.html import Col, image, integer, pct, si, table, us
@@ -96,13 +97,28 @@ def _normalize_into(path: Path, store: Path) -> None:
     if all(e is not None for e in errors):
         first = next(e for e in errors if e is not None)
         raise BadInputError(first.path, first.reason)
+    for e in errors:  # the others still compare; say which input is left out
+        if e is not None:
+            console.warn(f"{e}: left out of the comparison")
 
 
-def _side_rows(con: duckdb.DuckDBPyConnection, source: Path) -> pa.Table:
+def _side_rows(con: duckdb.DuckDBPyConnection, source: Path, trace: str | None) -> pa.Table:
+    """layer_diff_side rows: of ``trace`` only when known (one rank of a big job is not rolled up for all)."""
+    sql = compare_sql("layer_diff_side")
     try:
-        return con.sql(compare_sql("layer_diff_side")).to_arrow_table()
+        if trace is None:
+            return con.sql(sql).to_arrow_table()
+        return con.execute(f"SELECT * FROM ({sql}) WHERE trace_id = ?", [trace]).to_arrow_table()
     except duckdb.Error as e:  # an analysis folder from another tracepipe version lacks a column
         raise BadInputError(source, f"cannot compare its layers ({str(e).splitlines()[0]})") from e
+
+
+def resolve(wanted: str, ids: list[str]) -> str | None:
+    """``wanted`` among ``ids``: the same id, or the one id ending in ``.wanted``."""
+    if wanted in ids:
+        return wanted
+    by_suffix = [t for t in ids if t.endswith("." + wanted)]
+    return by_suffix[0] if len(by_suffix) == 1 else None
 
 
 def pick_trace(rows: pa.Table, source: Path, wanted: str | None) -> str:
@@ -117,11 +133,8 @@ def pick_trace(rows: pa.Table, source: Path, wanted: str | None) -> str:
             source, f"holds {len(ids)} traces with layers ({', '.join(ids[:6])}{' …' if ids[6:] else ''}): "
             f"name one as {source}:TRACE_ID"
         )  # fmt: skip
-    if wanted in ids:
-        return wanted
-    by_suffix = [t for t in ids if t.endswith("." + wanted)]
-    if len(by_suffix) == 1:
-        return by_suffix[0]
+    if (found := resolve(wanted, ids)) is not None:
+        return found
     raise BadInputError(source, f"no trace '{wanted}' with layers here (traces: {', '.join(ids[:6])})")
 
 
@@ -130,19 +143,22 @@ def open_side(spec: str, scratch: Path) -> Side:
     path, wanted = parse_spec(spec)
     if not path.exists():
         raise BadInputError(path, "no such file or folder (give a normalized folder, an analysis folder or traces)")
+    from pipeline.analyze import connect
+    from pipeline.store import trace_ids
+
+    store: Path | None = None
     if path.is_dir() and (path / "layer_summary.parquet").is_file():
         kind, con = "analysis", _analysis_connection(path)
     elif _is_normalized(path):
-        from pipeline.analyze import connect
-
-        kind, con = "normalized", connect(path, views=["layer_summary", "layer_macs"], read_only=True)
+        kind, store = "normalized", path
     else:
         scratch.mkdir(parents=True, exist_ok=True)
         _normalize_into(path, scratch)
-        from pipeline.analyze import connect
-
-        kind, con = "traces", connect(scratch, views=["layer_summary", "layer_macs"], read_only=True)
-    rows = _side_rows(con, path)
+        kind, store = "traces", scratch
+    if store is not None:
+        con = connect(store, views=["layer_summary", "layer_macs"], read_only=True)
+    named = resolve(wanted, trace_ids(store)) if wanted and store is not None else None
+    rows = _side_rows(con, path, named)
     con.close()
     trace = pick_trace(rows, path, wanted)
     mask = pc.equal(rows.column("trace_id"), trace)
@@ -255,11 +271,11 @@ def print_summary(a: Side, b: Side, d: pl.DataFrame, con: object = None) -> None
             tbl.add_column(col, justify="left" if col == "layer path" else "right", no_wrap=True)
         for r in rows.iter_rows(named=True):
             tbl.add_row(
-                _path(r["path"]) + ("" if r["status"] == "both" else f" [{r['status'].replace('_', ' ')}]"),
+                _path(r["path"]),
                 us(r["gpu_time_a_ns"]),
                 us(r["gpu_time_b_ns"]),
                 _signed_us(r["delta_ns"]),
-                _ratio(r["ratio"]),
+                {"only_a": "only in A", "only_b": "only in B"}.get(r["status"]) or _ratio(r["ratio"]),
                 f"{r['kernels_a']}→{r['kernels_b']}",
             )
         out.print(tbl)
@@ -300,6 +316,17 @@ def bar_chart(a: Side, b: Side, d: pl.DataFrame) -> bytes:
         label = {"only_a": "only in A", "only_b": "only in B"}.get(s) or _ratio(r)
         ax.text(x, yi, f" {label} ", va="center", ha="left" if x >= 0 else "right", fontsize=8)
     ax.set_xlabel("GPU time B − A (µs, sum of kernel durations); < 0: B faster")
+    from matplotlib.patches import Patch
+
+    ax.legend(
+        handles=[
+            Patch(facecolor="#c0392b", label="B slower"),
+            Patch(facecolor="#27ae60", label="B faster"),
+            Patch(facecolor="white", edgecolor="black", hatch="//", label="path on one side only"),
+        ],
+        loc="lower right",
+        fontsize=8,
+    )
     t = totals(d)
     ax.set_title(
         f"B vs A per layer path, top {rows.height} by |B − A| — total {_ratio(t.ratio) or 'n/a'}\n"

@@ -3,7 +3,8 @@
 -- Output:  path (NULL = outside every range), layer, pass ('all', or forward/backward/optimizer where a side
 --          trained), status ('both', 'only_a', 'only_b'), calls_a, calls_b, kernels_a, kernels_b,
 --          kernels_ratio (B / A), gpu_time_a_ns, gpu_time_b_ns (ns; 0 on the side that lacks the path),
---          delta_ns (B - A, ns; < 0 = B faster), ratio (gpu_time_b_ns / gpu_time_a_ns; NULL when A is 0),
+--          delta_ns (B - A, ns; < 0 = B faster), ratio (gpu_time_b_ns / gpu_time_a_ns; NULL when A is 0 and on
+--          rows of one side only, like kernels_ratio),
 --          share_a_pct, share_b_pct (of the side's total GPU time over the 'all' rows, %), macs_a, macs_b,
 --          macs_per_s_a, macs_per_s_b (analytic MACs / GPU time, MAC/s), macs_per_s_ratio (B / A),
 --          abs_rank (1 = the largest |delta_ns| within the pass), rel_rank (1 = the largest |ln ratio| among
@@ -24,9 +25,9 @@ WITH totals AS (
     FULL OUTER JOIN diff_b b ON a.path IS NOT DISTINCT FROM b.path AND a.pass = b.pass
 ), measured AS (
     SELECT j.*,
-           kernels_b / nullif(kernels_a, 0) AS kernels_ratio,
+           CASE WHEN status = 'both' THEN kernels_b / nullif(kernels_a, 0) END AS kernels_ratio,
            gpu_time_b_ns - gpu_time_a_ns AS delta_ns,
-           gpu_time_b_ns / nullif(gpu_time_a_ns, 0) AS ratio,
+           CASE WHEN status = 'both' THEN gpu_time_b_ns / nullif(gpu_time_a_ns, 0) END AS ratio,
            100.0 * gpu_time_a_ns / nullif(t.total_a, 0) AS share_a_pct,
            100.0 * gpu_time_b_ns / nullif(t.total_b, 0) AS share_b_pct,
            macs_a / nullif(gpu_time_a_ns, 0) * 1e9 AS macs_per_s_a,
