@@ -16,9 +16,10 @@
 -- ncu rule: a timeline kernel's measurement is the ncu launch ncu_kernel_match pairs it with, from an ncu trace of
 -- the same capture (trace id without its last '.'-part, as layer_macs pairs them); several ncu traces of one
 -- capture (raw and details pages) are averaged.  No ncu run of the capture: the ncu columns are NULL.
+-- Means of DOUBLE columns sum in launch order (ORDER BY start_ns): the same trace gives the same bits in any folder.
 WITH ncu AS (
-    SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct) AS achieved_pct,
-           avg(x.theoretical_occupancy_pct) AS theoretical_pct
+    SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct ORDER BY m.ncu_trace_id) AS achieved_pct,
+           avg(x.theoretical_occupancy_pct ORDER BY m.ncu_trace_id) AS theoretical_pct
     FROM ncu_kernel_match m
     JOIN ncu_kernel_metrics x ON x.trace_id = m.ncu_trace_id AND x.launch_id = m.launch_id
     WHERE regexp_replace(m.ncu_trace_id, '\.[^.]*$', '') = regexp_replace(m.trace_id, '\.[^.]*$', '')
@@ -43,11 +44,14 @@ SELECT trace_id, path, any_value(layer) AS layer, short_name, grid, block, count
        max(duration_ns) AS max_ns, sqrt((count(duration_ns)::HUGEINT * sum(duration_ns::HUGEINT * duration_ns) - sum(duration_ns::HUGEINT) * sum(duration_ns))::DOUBLE
             / nullif(count(duration_ns) * (count(duration_ns) - 1), 0)) AS stddev_ns, min(start_ns) AS first_start_ns,
        avg(threads)::DOUBLE AS threads, max(registers_per_thread) AS regs,
-       avg(theoretical_occupancy_pct) AS theoretical_occupancy_pct, mode(limiter) AS limiter,
-       avg(est_achieved_occupancy_pct) AS est_achieved_occupancy_pct, avg(waves_per_sm) AS waves_per_sm,
-       max(waves) AS waves, 100.0 * avg(tail_wave_utilization) AS tail_fill_pct,
-       count(achieved_pct) AS ncu_launches, avg(achieved_pct) AS ncu_achieved_occupancy_pct,
-       avg(theoretical_pct) AS ncu_theoretical_occupancy_pct
+       avg(theoretical_occupancy_pct ORDER BY start_ns, kernel_id) AS theoretical_occupancy_pct,
+       mode(limiter) AS limiter,
+       avg(est_achieved_occupancy_pct ORDER BY start_ns, kernel_id) AS est_achieved_occupancy_pct,
+       avg(waves_per_sm ORDER BY start_ns, kernel_id) AS waves_per_sm, max(waves) AS waves,
+       100.0 * avg(tail_wave_utilization ORDER BY start_ns, kernel_id) AS tail_fill_pct,
+       count(achieved_pct) AS ncu_launches,
+       avg(achieved_pct ORDER BY start_ns, kernel_id) AS ncu_achieved_occupancy_pct,
+       avg(theoretical_pct ORDER BY start_ns, kernel_id) AS ncu_theoretical_occupancy_pct
 FROM k
 GROUP BY trace_id, path, short_name, grid, block
 ORDER BY trace_id, sum(gpu_time_ns) OVER (PARTITION BY trace_id, path) DESC, path, gpu_time_ns DESC
