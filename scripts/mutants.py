@@ -190,6 +190,14 @@ MUTANTS: list[Mutant] = [
         "ncu's auto-scaled units use decimal SI prefixes (32.768 Kbyte = 32,768 byte)",
         ("tests/test_ncu.py",),
     ),
+    Mutant(
+        "nesting_zero_length_at_my_start",
+        "pipeline/normalize/sql/nvtx_nesting.sql",
+        "+ coalesce(e.zero_ended, 0) - o.zero_before AS INTEGER) AS depth",
+        "+ CAST(o.end_ns <= o.start_ns AS INTEGER) AS INTEGER) AS depth",
+        "a zero-length range at my start that sorts after me has not ended before me (depth was -1)",
+        ("tests/test_nesting_rule.py",),
+    ),
 ]
 
 

@@ -7,6 +7,11 @@
 -- ranges started before it (in start order, enclosing ones first) minus those that
 -- already ended, and its parent is the latest-started range one level up: both are
 -- sort + ASOF lookups (n log n), which a BETWEEN self-join is not.
+-- Zero-length ranges: one at instant t has ended by t, yet it sorts after every longer range starting at t
+-- (equal starts: the longer encloses), so the zero-length ranges at my start that sort at or after me are
+-- counted in `ended` without being in `started_before`: add them back (zero_ended - zero_before; all
+-- zero-length ranges of earlier instants sort before me and cancel).  Without this a range that starts with
+-- a zero-length mark got depth -1.
 WITH pp AS (
     SELECT range_id, pid, coalesce(domain, '') AS dkey, tid, start_ns, end_ns
     FROM ranges
@@ -14,18 +19,22 @@ WITH pp AS (
 ),
 ordered AS (
     SELECT *,
-           row_number() OVER (PARTITION BY pid, tid, dkey ORDER BY start_ns, end_ns DESC, range_id) - 1 AS started_before
+           row_number() OVER w - 1 AS started_before,
+           coalesce(sum(CAST(end_ns = start_ns AS INTEGER)) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+               AS zero_before
     FROM pp
+    WINDOW w AS (PARTITION BY pid, tid, dkey ORDER BY start_ns, end_ns DESC, range_id)
 ),
 ends AS (
     SELECT pid, tid, dkey, end_ns,
-           sum(count(*)) OVER (PARTITION BY pid, tid, dkey ORDER BY end_ns) AS ended
+           sum(count(*)) OVER (PARTITION BY pid, tid, dkey ORDER BY end_ns) AS ended,
+           sum(count(*) FILTER (WHERE start_ns = end_ns)) OVER (PARTITION BY pid, tid, dkey ORDER BY end_ns) AS zero_ended
     FROM pp
     GROUP BY pid, tid, dkey, end_ns
 ),
 depths AS (
     SELECT o.range_id, o.pid, o.tid, o.dkey, o.start_ns,
-           CAST(o.started_before - coalesce(e.ended, 0) + CAST(o.end_ns <= o.start_ns AS INTEGER) AS INTEGER) AS depth
+           CAST(o.started_before - coalesce(e.ended, 0) + coalesce(e.zero_ended, 0) - o.zero_before AS INTEGER) AS depth
     FROM ordered o
     ASOF LEFT JOIN ends e
       ON o.pid = e.pid AND o.tid = e.tid AND o.dkey = e.dkey AND o.start_ns >= e.end_ns
