@@ -40,9 +40,7 @@ def reference(ranges: list[tuple[int, int, int]]) -> dict[int, tuple[int, int | 
     pos = {i: n for n, i in enumerate(order)}
     out = {}
     for i, (tid, start, _end) in enumerate(ranges):
-        ancestors = [
-            j for j, (t2, _s2, e2) in enumerate(ranges) if t2 == tid and pos[j] < pos[i] and e2 > start
-        ]
+        ancestors = [j for j, (t2, _s2, e2) in enumerate(ranges) if t2 == tid and pos[j] < pos[i] and e2 > start]
         out[i] = (len(ancestors), max(ancestors, key=pos.get) if ancestors else None)
     return out
 
