@@ -116,7 +116,9 @@ def write_trace(out: Path, trace_id: str, kernels: list[dict], calls: list[dict]
 
 
 def layers(out: Path) -> dict[int, tuple]:
-    rows = connect(out).sql("SELECT kernel_id, layer, path, depth FROM kernel_layers").fetchall()
+    rows = (
+        connect(out, views=["kernel_layers"]).sql("SELECT kernel_id, layer, path, depth FROM kernel_layers").fetchall()
+    )
     return {k: (layer, path, d) for k, layer, path, d in rows}
 
 

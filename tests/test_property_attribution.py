@@ -70,5 +70,7 @@ def test_sql_attribution_equals_reference(trace: tuple[list[Range], list[Call], 
         )
         from pipeline.analyze import connect
 
-        got = dict(connect(Path(tmp)).execute("SELECT kernel_id, path FROM kernel_layers").fetchall())
+        got = dict(
+            connect(Path(tmp), views=["kernel_layers"]).execute("SELECT kernel_id, path FROM kernel_layers").fetchall()
+        )
     assert got == expected
