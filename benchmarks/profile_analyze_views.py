@@ -41,7 +41,8 @@ def main() -> None:
         w = time.perf_counter()
         rows = copy(con, view, dest, fmt)
         times[view] = time.process_time() - c
-        print(f"{view:24s} {times[view]:6.2f} CPU-s {time.perf_counter() - w:6.2f} s wall  {rows:>10,} rows", flush=True)
+        wall = time.perf_counter() - w
+        print(f"{view:24s} {times[view]:6.2f} CPU-s {wall:6.2f} s wall  {rows:>10,} rows", flush=True)
         return rows
 
     analyze._copy = timed_copy  # type: ignore[assignment]
@@ -54,10 +55,12 @@ def main() -> None:
         views = analyze.default_views()
         analyze.write_views(con, out, views, ("parquet",))
         total, wall = time.process_time() - c1, time.perf_counter() - w1
-        print(f"{'total (connect + write)':24s} {total:6.2f} CPU-s {wall:6.2f} s wall; views {sum(times.values()):.2f} CPU-s")
+        views_cpu = sum(times.values())
+        print(f"{'total (connect + write)':24s} {total:6.2f} CPU-s {wall:6.2f} s wall; views {views_cpu:.2f} CPU-s")
         print(f"peak RSS (this process) {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
         for view in args.explain:
-            plan = con.execute(f"EXPLAIN ANALYZE SELECT * FROM ({analyze._body(analyze.view_files()[view])})").fetchall()
+            body = analyze._body(analyze.view_files()[view])
+            plan = con.execute(f"EXPLAIN ANALYZE SELECT * FROM ({body})").fetchall()
             print(f"---- EXPLAIN ANALYZE {view}\n{plan[0][1]}")
     finally:
         if args.out is None:
