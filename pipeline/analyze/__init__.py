@@ -367,10 +367,11 @@ def _views_to_write(views: list[str], sql_dir: Path) -> list[str]:
 #: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are
 #: analyzed in memory: each view is computed once into a table of the connection, which the views built on it
 #: read and which is copied to its file (2 statements a view instead of 5). On a 1 MB chrome trace the views'
-#: fixed costs are most of analyze: 0.62 -> 0.37 CPU-s (#18.4; benchmarks/results/analyze_in_memory.txt). But a
-#: table's insert costs about what its Parquet write does, and Parquet holds repeated strings as dictionaries:
-#: from ~100k kernels on, writing each view to Parquet and reading that back is faster (80k kernels: 2.8 vs
-#: 3.8 CPU-s) and holds less (311 vs 545 MB), and kernel_layers of 10M kernels would not fit in memory at all.
+#: fixed costs are most of analyze: write 0.61 -> 0.36 CPU-s, 54 MB 1.13 -> 0.90 (#18.4). But a table's insert
+#: costs about what its Parquet write does, and Parquet holds repeated strings as dictionaries: at 80k kernels
+#: writing each view to Parquet and reading that back is faster (2.72 vs 3.24 CPU-s) and holds less (340 vs
+#: 554 MB), and kernel_layers of 10M kernels would not fit in memory at all
+#: (benchmarks/results/bench_analyze_write.txt).
 IN_MEMORY_ROWS = 50_000
 #: The tables whose rows set the size of the per-kernel and per-range views.
 SIZE_TABLES = ("kernels", "memcpy", "memset", "nvtx_ranges", "ncu_kernels")
