@@ -19,13 +19,20 @@ WITH ncu AS (
 ), ncu_ordered AS (
     SELECT *, row_number() OVER (PARTITION BY ncu_trace_id, func, grid, block ORDER BY launch_id) - 1 AS launch_order
     FROM ncu
-), trace AS (
-    SELECT trace_id, kernel_id,
+), names AS (   -- the key once per distinct name (names repeat), and only when there are ncu launches to match
+    SELECT name,
            regexp_extract(regexp_replace(name, '^void\s+', ''),
-                          '^(?:(?:[A-Za-z_][A-Za-z0-9_]*|<unnamed>|\(anonymous namespace\))::)*([A-Za-z_][A-Za-z0-9_]*)', 1) AS func,
-           concat_ws(',', grid_x, grid_y, grid_z) AS grid, concat_ws(',', block_x, block_y, block_z) AS block,
-           correlation_id, start_ns
-    FROM kernels
+                          '^(?:(?:[A-Za-z_][A-Za-z0-9_]*|<unnamed>|\(anonymous namespace\))::)*([A-Za-z_][A-Za-z0-9_]*)', 1) AS func
+    FROM (SELECT DISTINCT name FROM kernels WHERE EXISTS (SELECT 1 FROM ncu_kernels))
+), trace AS (   -- only launches whose (func, grid, block) ncu has: their order among same-key launches is unchanged
+    SELECT k.trace_id, k.kernel_id, n.func,
+           concat_ws(',', k.grid_x, k.grid_y, k.grid_z) AS grid, concat_ws(',', k.block_x, k.block_y, k.block_z) AS block,
+           k.correlation_id, k.start_ns
+    FROM kernels k
+    JOIN names n ON n.name = k.name
+    SEMI JOIN (SELECT DISTINCT func, grid, block FROM ncu) c
+      ON c.func = n.func AND c.grid = concat_ws(',', k.grid_x, k.grid_y, k.grid_z)
+     AND c.block = concat_ws(',', k.block_x, k.block_y, k.block_z)
 ), trace_ordered AS (
     SELECT *, row_number() OVER (PARTITION BY trace_id, func, grid, block
                                  ORDER BY correlation_id, start_ns, kernel_id) - 1 AS launch_order
