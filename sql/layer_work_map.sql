@@ -32,13 +32,13 @@ WITH k AS (
     FROM kernel_layers l
     JOIN kernel_waves w USING (trace_id, kernel_id)
     LEFT JOIN kernel_tiles t ON t.source = 'kernels' AND t.trace_id = l.trace_id AND t.kernel_id = l.kernel_id
+), calls AS (   -- MAC kernels per module call (range); a count per group joined back, not a window over every kernel
+    SELECT trace_id, range_id, count(*) AS mac_kernels_in_call FROM k WHERE is_mac_kernel GROUP BY ALL
 ), c AS (
-    SELECT k.*,
-           -- not count(*) FILTER (...) OVER: DuckDB 2.0 evaluates a filtered window count over a joined input
-           -- per row and partition (257 CPU-s for 1M kernels, most outside every range: one partition)
-           count(CASE WHEN is_mac_kernel THEN 1 END) OVER (PARTITION BY trace_id, range_id) AS mac_kernels_in_call,
+    SELECT k.*, coalesce(n.mac_kernels_in_call, 0) AS mac_kernels_in_call,
            s.module_type, s.output_elements, s.analytic_macs, s.same_calls, s.capture_id IS NOT NULL AS has_shape
     FROM k
+    LEFT JOIN calls n ON n.trace_id = k.trace_id AND n.range_id IS NOT DISTINCT FROM k.range_id
     LEFT JOIN layer_call_shapes s ON s.capture_id = k.capture_id AND s.layer = k.layer
 ), m AS (
     SELECT c.*,
