@@ -15,6 +15,7 @@ import click
 
 from pipeline import __version__, console
 from pipeline.analyze.devices import DEVICE_PRESETS
+from pipeline.cli_options import output_options
 from pipeline.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -100,13 +101,10 @@ def _has_sqlite_beside(rep: Path) -> bool:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_NORMALIZED,
-    show_default=True,
-    help="Folder of hive-partitioned Parquet: OUT/<table>/trace_id=<id>/part-0.parquet.",
+@output_options(
+    "Folder of hive-partitioned Parquet: OUT/<table>/trace_id=<id>/part-0.parquet.",
+    DEFAULT_NORMALIZED,
+    json_help="Print one JSON object per input instead of a summary.",
 )
 @click.option(
     "--trace-id",
@@ -118,8 +116,6 @@ def _has_sqlite_beside(rep: Path) -> bool:
     is_flag=True,
     help="Re-normalize inputs already normalized from the same content; replace a trace made from another file.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per input instead of a summary.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary; errors still go to stderr.")
 @click.option(
     "--jobs",
     "-j",
@@ -267,22 +263,12 @@ DEFAULT_ANALYSIS = Path("build/analysis")
 
 @main.command(cls=CatalogCommand, listing="views")
 @click.argument("normalized", type=click.Path(path_type=Path), default=DEFAULT_NORMALIZED)
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_ANALYSIS,
-    show_default=True,
-    help="Folder for one <view>.parquet (and <view>.csv with --csv) per view of sql/.",
-)
-@click.option(
-    "--format",
-    "formats",
-    multiple=True,
-    type=click.Choice(["parquet", "csv"]),
-    default=("parquet",),
-    show_default=True,
-    help="Output formats (repeat for several).",
+@output_options(
+    "Folder for one <view>.parquet (and <view>.csv with --csv) per view of sql/.",
+    DEFAULT_ANALYSIS,
+    formats=("parquet", "csv"),
+    formats_help="Output formats (repeat for several).",
+    json_help="Print {view: rows} as JSON.",
 )
 @click.option("--csv", "with_csv", is_flag=True, help="Also write <view>.csv (same as --format parquet --format csv).")
 @click.option(
@@ -291,8 +277,6 @@ DEFAULT_ANALYSIS = Path("build/analysis")
     multiple=True,
     help="Write only these views (repeatable). Default: all but kernel_sm_load (kernels x SMs rows).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print {view: rows} as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary.")
 @click.option(
     "--device",
     type=click.Choice(sorted(DEVICE_PRESETS)),

@@ -11,19 +11,15 @@ from pathlib import Path
 
 import click
 
+from pipeline.cli_options import output_options
+
 
 @click.command("run")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(path_type=Path),
-    default=Path("build"),
-    show_default=True,
-    help="Folder for OUT/normalized (the Parquet tables) and OUT/analysis (one <view>.parquet per view).",
+@output_options(
+    "Folder for OUT/normalized (the Parquet tables) and OUT/analysis (one <view>.parquet per view).", Path("build")
 )
 @click.option("--force", is_flag=True, help="Re-normalize inputs already normalized from the same content.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars, no summaries; errors still go to stderr.")
 @click.pass_context
 def run_command(ctx: click.Context, inputs: tuple[Path, ...], out: Path, force: bool, quiet: bool) -> None:
     """Normalize INPUTS and analyze them, in one process (what `normalize` then `analyze` do).

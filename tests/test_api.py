@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import polars as pl
 import pytest
 
 import tracepipe
+from pipeline.analyze import connect
+from pipeline.analyze.readonly import ReadOnlyConnection
 from pipeline.catalog import table_descriptions, view_descriptions
 from pipeline.errors import BadInputError
 from pipeline.schema import TABLES
@@ -19,7 +22,7 @@ from pipeline.schema import TABLES
 
 def test_open_a_folder_by_str_and_query_it(nsys_out: Path, nsys_sqlite: Path) -> None:
     with tracepipe.open(str(nsys_out)) as tp:
-        assert isinstance(tp.con, duckdb.DuckDBPyConnection)
+        assert isinstance(tp.con, ReadOnlyConnection)
         raw = sqlite3.connect(nsys_sqlite)
         n, total = raw.execute('SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
         got = tp.sql("SELECT count(*) AS n, sum(duration_ns) AS total FROM kernels")
@@ -42,6 +45,52 @@ def test_open_a_folder_by_str_and_query_it(nsys_out: Path, nsys_sqlite: Path) ->
         assert not (nsys_out / "x.csv").exists() and not (nsys_out.parent / "x.csv").exists()
         with pytest.raises(KeyError, match="no table or view"):
             tp.table("nope")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_read_only_connection_itself_refuses_writes_inside_the_folder(
+    nsys_out: Path, nsys_sqlite: Path, tmp_path: Path
+) -> None:
+    """DuckDB's sandbox lets a statement write inside the folder (the scans read there): connect(read_only=True),
+    what tracepipe.connect and Traces.con hand out, refuses such statements at every SQL entry point."""
+    data = tmp_path / "norm"
+    shutil.copytree(nsys_out, data)
+    existing = next((data / "kernels").rglob("*.parquet"))
+    before = _tree(tmp_path)
+    statements = [
+        f"COPY (SELECT 1 AS x) TO '{data}/new.parquet' (FORMAT parquet)",
+        f"COPY kernels TO '{existing}' (FORMAT parquet)",  # overwrite a table's own file
+        f"SELECT 1; COPY kernels TO '{data}/kernels/extra.parquet'",  # a write behind a query
+        f"ATTACH '{data}/db.duckdb' AS d",
+        f"EXPORT DATABASE '{data}/export'",
+    ]
+    con = connect(data, read_only=True)
+    (n,) = sqlite3.connect(nsys_sqlite).execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    entries = {
+        "execute": con.execute,
+        "sql": con.sql,
+        "query": con.query,
+        "from_query": con.from_query,
+        "executemany": con.executemany,
+        "execute after a query": lambda q: con.execute("SELECT 1").execute(q),  # the chain stays guarded
+        "cursor().execute": lambda q: con.cursor().execute(q),
+        "cursor().sql": lambda q: con.cursor().sql(q),
+        "tracepipe.connect": tracepipe.connect(data).execute,
+    }
+    for entry, run in entries.items():
+        for statement in statements:
+            with pytest.raises(duckdb.Error, match="not allowed"):
+                run(statement)
+                pytest.fail(f"{entry} ran {statement}")
+    assert _tree(tmp_path) == before
+    # reads still go through every entry point, parameters included
+    assert con.execute("SELECT count(*) FROM kernels WHERE duration_ns > ?", [0]).fetchall() == [(n,)]
+    assert con.sql("SELECT count(*) FROM kernel_layers").fetchall() == [(n,)]
+    assert con.cursor().execute("SELECT count(*) FROM kernels").fetchall() == [(n,)]
+    assert con.execute("CREATE TEMP TABLE t AS SELECT 1 AS x").execute("SELECT x FROM t").fetchall() == [(1,)]
 
 
 def test_connect_takes_a_str_and_refuses_a_folder_that_is_not_normalized(tmp_path: Path, nsys_out: Path) -> None:

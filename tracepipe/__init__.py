@@ -7,8 +7,8 @@
     >>> tp.table("kernel_occupancy", trace_id="h200_smallcnn.nsys")
     >>> tp.con                                           # the read-only DuckDB connection itself
 
-Read-only: ``sql`` refuses statements that could write, and ``con`` runs in DuckDB's sandbox (no file outside
-the folder can be read or written, settings locked).
+Read-only: ``sql`` and ``con`` (its execute, sql, query and cursors) refuse statements that could write, and
+``con`` runs in DuckDB's sandbox (no file outside the folder can be read or written, settings locked).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ __all__ = ["Traces", "__version__", "connect", "describe", "open"]
 
 def connect(folder: str | Path) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection over a normalized folder with every table and every view of sql/, in DuckDB's
-    sandbox: no file outside the folder can be read or written, settings are locked."""
+    sandbox: no file outside the folder can be read or written, settings are locked; statements that could
+    write (COPY, ATTACH, EXPORT, INSERT ...) are refused (``pipeline.analyze.readonly``)."""
     from pipeline.analyze import connect as _connect
 
     return _connect(Path(folder), read_only=True)
@@ -48,15 +49,12 @@ class Traces:
     def sql(self, query: str, params: Any = None) -> pl.DataFrame:
         """The result of a query as a polars DataFrame (``params`` fill ``?`` / ``$name`` placeholders).
         Like ``tracepipe sql``, it refuses statements that could write (COPY, ATTACH, INSERT ...)."""
-        from pipeline.analyze import READ_ONLY_STATEMENTS, ReadOnlyError, read_only_query
+        from pipeline.analyze import read_only_query
 
         if params is None:
             rel = read_only_query(self.con, query)
             return rel.pl() if rel is not None else pl.DataFrame()
-        for st in duckdb.extract_statements(query):
-            if st.type not in READ_ONLY_STATEMENTS:
-                raise ReadOnlyError(f"{st.type.name} statements are not allowed: tracepipe is read-only")
-        return self.con.sql(query, params=params).pl()
+        return self.con.sql(query, params=params).pl()  # the read-only connection refuses writes
 
     def table(self, name: str, trace_id: str | None = None) -> pl.DataFrame:
         """A whole table or view (one trace's rows with ``trace_id``) as a polars DataFrame."""

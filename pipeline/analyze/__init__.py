@@ -214,8 +214,9 @@ def connect(
     limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
     ``read_only``: DuckDB's own sandbox: no file outside ``normalized`` can be read or written, no
     extension installed or loaded, no setting changed (the configuration is locked). Inside the folder
-    DuckDB's sandbox would still let COPY/ATTACH/EXPORT write: :func:`read_only_query` refuses every
-    statement that is not a query, and ``tracepipe sql`` runs everything through it.
+    DuckDB's sandbox would still let COPY/ATTACH/EXPORT write, so the connection comes wrapped in a
+    :class:`~pipeline.analyze.readonly.ReadOnlyConnection`, whose SQL entry points refuse every statement
+    that is not a query (:func:`reading_statements`).
     """
     normalized = Path(normalized)
     if not normalized.is_dir() or not trace_ids(normalized):
@@ -244,6 +245,9 @@ def connect(
         con.execute("SET allow_persistent_secrets = false")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
+        from pipeline.analyze.readonly import ReadOnlyConnection
+
+        return ReadOnlyConnection(con)  # type: ignore[return-value]  # quacks like the connection it wraps
     return con
 
 
@@ -320,15 +324,20 @@ class ReadOnlyError(duckdb.PermissionException):
     """A statement ``tracepipe sql`` does not run because it could write."""
 
 
-def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRelation | None:
-    """Run ``query`` (one or more statements) when every statement only reads; the last one's result."""
-    statements = duckdb.extract_statements(query)
+def reading_statements(query: str | duckdb.Statement) -> list[duckdb.Statement]:
+    """The statements of ``query``; ReadOnlyError, before any runs, when one of them could write."""
+    statements = [query] if isinstance(query, duckdb.Statement) else duckdb.extract_statements(query)
     for st in statements:
         if st.type not in READ_ONLY_STATEMENTS:
             kind = st.type.name.replace("_", " ")
-            raise ReadOnlyError(f"{kind} statements are not allowed: tracepipe sql is read-only")
+            raise ReadOnlyError(f"{kind} statements are not allowed: tracepipe's connections are read-only")
+    return statements
+
+
+def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRelation | None:
+    """Run ``query`` (one or more statements) when every statement only reads; the last one's result."""
     result = None
-    for st in statements:
+    for st in reading_statements(query):
         result = con.sql(st.query)
     return result
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline import console
+from pipeline.cli_options import output_options
 
 
 @click.group()
@@ -23,11 +24,9 @@ def export() -> None:
 @export.command()
 @click.argument("normalized", type=click.Path(path_type=Path))
 @click.option("--trace-id", help="The trace to export (needed when NORMALIZED holds more than one).")
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(path_type=Path),
-    help="Output file: .json, or .json.gz to compress. Default: <trace id>.perfetto.json.gz here.",
+@output_options(
+    "Output file: .json, or .json.gz to compress. Default: <trace id>.perfetto.json.gz here.",
+    json_help="Print what was written as one JSON object.",
 )
 @click.option(
     "--counter-depth",
@@ -35,8 +34,6 @@ def export() -> None:
     help="Cut layer paths to this many names for the per-layer counter tracks "
     "(default: the deepest giving at most 16 layers).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as one JSON object.")
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing; errors still go to stderr.")
 def perfetto(
     normalized: Path, trace_id: str | None, out: Path | None, counter_depth: int | None, as_json: bool, quiet: bool
 ) -> None:

@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from pipeline import console
+from pipeline.cli_options import output_options
 
 if TYPE_CHECKING:  # the package imports matplotlib: only load it when the command runs
     from pipeline.report.build import Report
@@ -19,16 +20,11 @@ DEFAULT_REPORT = Path("report")
 
 @click.command()
 @click.argument("analyzed", type=click.Path(path_type=Path), default=Path("build/analysis"))
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_REPORT,
-    show_default=True,
-    help="Folder for report.html (self-contained) and one PNG per figure and trace.",
+@output_options(
+    "Folder for report.html (self-contained) and one PNG per figure and trace.",
+    DEFAULT_REPORT,
+    json_help="Print a JSON summary (files written, top layers per trace).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary (files written, top layers per trace).")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary; errors still go to stderr.")
 @click.option(
     "--diff",
     nargs=2,

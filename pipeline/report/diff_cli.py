@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from pipeline.cli_options import output_options
+
 DEFAULT_DIFF = Path("build/diff")
 FORMATS = ("parquet", "csv", "json")
 
@@ -14,26 +16,14 @@ FORMATS = ("parquet", "csv", "json")
 @click.command()
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_DIFF,
-    show_default=True,
-    help="Folder for layer_diff.<format>, layer_diff.png and (with --html) diff.html.",
-)
-@click.option(
-    "--format",
-    "formats",
-    multiple=True,
-    type=click.Choice(FORMATS),
-    default=("parquet",),
-    show_default=True,
-    help="Formats of the per-path table (repeat for several). json: one object per row.",
+@output_options(
+    "Folder for layer_diff.<format>, layer_diff.png and (with --html) diff.html.",
+    DEFAULT_DIFF,
+    formats=FORMATS,
+    formats_help="Formats of the per-path table (repeat for several). json: one object per row.",
+    json_help="Print the totals and every row as JSON instead of the table.",
 )
 @click.option("--html", "with_html", is_flag=True, help="Also write diff.html (self-contained, like the report).")
-@click.option("--json", "as_json", is_flag=True, help="Print the totals and every row as JSON instead of the table.")
-@click.option("--quiet", "-q", is_flag=True, help="Write the files, print nothing.")
 def diff(a: str, b: str, out: Path, formats: tuple[str, ...], with_html: bool, as_json: bool, quiet: bool) -> None:
     """Compare two runs per layer path (and per pass for training traces): B against A.
 
