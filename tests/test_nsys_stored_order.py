@@ -21,14 +21,14 @@ from tests.conftest import SAMPLES
 DECODER = SAMPLES / "h200_train_decoder" / "nsys.sqlite.gz"
 
 
-def _sqlite(tmp_path: Path, reverse: tuple[str, ...] = (), order: str = "rowid DESC") -> Path:
-    """The decoder sample; the tables in ``reverse`` stored in ``order`` (by default last row first)."""
+def _sqlite(tmp_path: Path, reverse: tuple[str, ...] = ()) -> Path:
+    """The decoder sample; the tables in ``reverse`` stored last row first (their rowids reversed)."""
     path = tmp_path / "cap" / "nsys.sqlite"
     path.parent.mkdir()
     path.write_bytes(gzip.decompress(DECODER.read_bytes()))
     db = sqlite3.connect(path)
     for table in reverse:
-        db.execute(f"CREATE TABLE tmp AS SELECT * FROM {table} ORDER BY {order}")
+        db.execute(f"CREATE TABLE tmp AS SELECT * FROM {table} ORDER BY rowid DESC")
         db.execute(f"DELETE FROM {table}")
         db.execute(f"INSERT INTO {table} SELECT * FROM tmp")
         db.execute("DROP TABLE tmp")
@@ -114,32 +114,3 @@ def test_a_child_that_fails_is_a_tool_error_naming_the_input(tmp_path: Path, mon
     monkeypatch.setattr(nsys, "_child_command", lambda args: ["false"])  # exits 1 without a word
     with pytest.raises(RuntimeError, match=r"writing the kernels of .*nsys\.sqlite: the process writing the kernels"):
         normalize_file(path, tmp_path / "out")
-
-
-KERNELS = ("CUPTI_ACTIVITY_KIND_KERNEL",)
-SECOND_HALF_FIRST = "rowid > (SELECT max(rowid) / 2 FROM CUPTI_ACTIVITY_KIND_KERNEL) DESC, rowid"
-
-
-@pytest.mark.parametrize(
-    ("reverse", "order"),
-    [((), ""), (KERNELS, "rowid DESC"), (KERNELS, SECOND_HALF_FIRST)],
-    ids=["in start order", "reversed", "each half in order, the second first"],
-)
-def test_kernels_read_in_two_halves_by_two_processes_equal_the_serial_ones(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reverse: tuple, order: str
-) -> None:
-    """A large export's kernels child reads the first half of the table while a child of its own reads the
-    second; the order is checked across the seam too (sqlite's sort where it breaks, as in one process)."""
-    path = _sqlite(tmp_path, reverse, order)
-    serial = tmp_path / "serial"
-    normalize_file(path, serial)
-    monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
-    monkeypatch.setattr(nsys, "HALVES_MIN_KERNELS", 1)
-    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
-    halves = tmp_path / "halves"
-    normalize_file(path, halves)
-    kernels, _ = _expected(path)
-    assert _got(halves, "kernels", "kernel_id") == kernels
-    a = pq.read_table(committed_file(serial, "cap.nsys", "kernels")).drop_columns(["trace_id"])
-    b = pq.read_table(committed_file(halves, "cap.nsys", "kernels")).drop_columns(["trace_id"])
-    assert a.equals(b)

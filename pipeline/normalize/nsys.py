@@ -10,7 +10,6 @@ simply yields nulls where it lacks a column.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import multiprocessing
 import os
@@ -45,9 +44,6 @@ LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 #: the kernels while this one does every other table: the kernel table is the largest part. Below it the
 #: child's interpreter start and imports (~0.5 CPU-s) cost more than the overlap gains.
 PARALLEL_MIN_KERNELS = 500_000
-#: From this many kernels on, that child reads only the first half of the kernel table; a child of its own
-#: reads the second (:func:`_write_kernels_in_halves`).
-HALVES_MIN_KERNELS = 2_000_000
 # NVTX event types (ENUM_NSYS_EVENT_TYPE): 59/70 push-pop, 60/71 start-end, 34 mark, 75 domain create.
 PUSH_POP, START_END, MARK, DOMAIN_CREATE = (59, 70), (60, 71), 34, 75
 # globalTid = (pid << 24) | tid, with the vm id above; see the nsys export docs.
@@ -550,72 +546,18 @@ class StagedWriter(TraceWriter):
         self._lock = None
 
 
-def write_kernels_in(path: Path, shown: Path, writer: TraceWriter, halves: bool = False) -> int:
-    """The kernels of the export at ``path`` written by ``writer``, from a connection of its own; with ``halves``
-    the second half of the table read by a child process meanwhile (:func:`_write_kernels_in_halves`)."""
+def write_kernels_in(path: Path, shown: Path, writer: TraceWriter) -> int:
+    """The kernels of the export at ``path`` written by ``writer``, from a connection of its own."""
     own = Sqlite(path, shown)
     try:
         _usable_tables(own)
-        if halves and RAW_READS:
-            with contextlib.suppress(nsys_raw.NotRaw, _OutOfOrder):  # then all of it here, as below
-                return _write_kernels_in_halves(own, path, shown, writer)
         return _write_kernels(own, writer)
     finally:
         own.close()
 
 
-def _write_kernels_in_halves(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) -> int:
-    """The kernels, numbered in stored order, the rows after the middle rowid read and joined by a child
-    process (``nsys_kernels --tail``) into an Arrow file while this one reads the first half: the sqlite read
-    is most of the kernels' cost and one process cannot read faster, so a large export's kernels take two
-    cores' worth of reading. This process writes all the Parquet (one file per table), the child's rows last."""
-    middle = (db.column(f"SELECT max(rowid) FROM {KERNEL_TABLE}")[0] or 0) // 2
-    tail = writer.staging / ".kernels-tail.arrow"
-    proc = _start_child(["--tail", str(middle), str(tail), str(path), str(shown)])
-    done = False
-
-    def tail_batches() -> Iterator[pa.RecordBatch]:
-        nonlocal done
-        kind, value = _child_result(proc, "reading the second half of the kernels")
-        done = True
-        if kind != "ok":
-            raise nsys_raw.NotRaw(str(value))  # this process reads the whole table instead
-        if value:
-            with pa.OSFile(str(tail)) as f:
-                reader = pa.ipc.open_file(f)
-                for i in range(reader.num_record_batches):
-                    yield reader.get_batch(i)
-
-    try:
-        head = nsys_raw.kernel_batches(db, upto=middle)
-        writer.write_batches("kernels", _numbered_in_order(itertools.chain(head, tail_batches()), "kernel_id"))
-        return writer.rows["kernels"]
-    finally:
-        if not done:
-            proc.kill()
-            proc.communicate()
-        tail.unlink(missing_ok=True)
-
-
 def _child_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "pipeline.normalize.nsys_kernels", *args]
-
-
-def _start_child(args: list[str]) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != "TRACEPIPE_KILL_AT"}  # the crash points are ours
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the modules this process imports
-    return subprocess.Popen(_child_command(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-
-
-def _child_result(proc: subprocess.Popen, what: str) -> tuple[str, object]:
-    """What the child said last on stdout (``nsys_kernels``'s JSON), once it has exited."""
-    out, err = proc.communicate()
-    try:
-        kind, value = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        said = (err.strip().splitlines() or ["(nothing on stderr)"])[-1]
-        kind, value = "error", f"the process {what} exited {proc.returncode}: {said}"
-    return kind, value
 
 
 def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) -> Callable[[], None]:
@@ -632,16 +574,29 @@ def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) ->
         _write_kernels(db, writer)
         return lambda: None
     kernels_sql(db)  # the columns it lacks go into this process's warning, as when it writes them itself
-    halves = "1" if count >= HALVES_MIN_KERNELS else "0"
-    proc = _start_child([str(path), str(shown), str(writer.out), writer.trace_id, str(writer.staging), halves])
+    env = {k: v for k, v in os.environ.items() if k != "TRACEPIPE_KILL_AT"}  # the crash points are ours
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the modules this process imports
+    args = [str(path), str(shown), str(writer.out), writer.trace_id, str(writer.staging)]
+    proc = subprocess.Popen(
+        _child_command(args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
 
     def wait() -> None:
-        kind, value = _child_result(proc, "writing the kernels")
+        out, err = proc.communicate()
+        try:
+            kind, value = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            said = (err.strip().splitlines() or ["(nothing on stderr)"])[-1]
+            kind, value = "error", f"the process writing the kernels exited {proc.returncode}: {said}"
         if kind == "bad":
-            raise BadInputError(shown, str(value))
+            raise BadInputError(shown, value)
         if kind == "error":
             raise RuntimeError(f"writing the kernels of {shown}: {value}")
-        writer.rows["kernels"] = int(value)  # type: ignore[call-overload]
+        writer.rows["kernels"] = value
 
     return wait
 

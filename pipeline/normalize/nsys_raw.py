@@ -207,9 +207,9 @@ class Launches:
         return gtid, _pid(gtid)
 
 
-def kernel_batches(db: Sqlite, after: int | None = None, upto: int | None = None) -> Iterator[pa.RecordBatch]:
+def kernel_batches(db: Sqlite) -> Iterator[pa.RecordBatch]:
     """The kernels as ``nsys.kernels_sql(db, stored_order=True)`` gives them (``kernel_id`` null), read as
-    stored (those with ``after < rowid <= upto`` where given); :class:`NotRaw` where this export needs the SQL."""
+    stored; :class:`NotRaw` where this export needs the SQL."""
     cols = db.columns(KERNEL_TABLE)
     strings = _strings(db)
     has_pid = "globalPid" in cols
@@ -218,11 +218,7 @@ def kernel_batches(db: Sqlite, after: int | None = None, upto: int | None = None
     wanted = ["start", "end", "globalPid", "demangledName", "name", "shortName", "launchType", "graphId"]
     wanted += list(KERNEL_COPIED.values())
     read = [c for c in dict.fromkeys(wanted) if c in cols]
-    where = " AND ".join(
-        [f"rowid > {int(after)}" for _ in [after] if after is not None]
-        + [f"rowid <= {int(upto)}" for _ in [upto] if upto is not None]
-    )
-    sql = f"SELECT {_select(read)} FROM {KERNEL_TABLE} {'WHERE ' + where if where else ''} ORDER BY rowid"
+    sql = f"SELECT {_select(read)} FROM {KERNEL_TABLE} ORDER BY rowid"
     for batch in _reader(db, sql):
         n = batch.num_rows
         raw = dict(zip(read, batch.columns, strict=True))
