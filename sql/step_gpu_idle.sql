@@ -38,15 +38,15 @@ steps AS (
     FROM (SELECT *, min(depth) OVER (PARTITION BY trace_id) AS top FROM cand)
     WHERE depth = top
 ),
-flagged AS (   -- a step sharing an instant with another step of its process is found by the range join below;
-               -- the others are disjoint, so the latest one started at or before a call is the only candidate
+flagged AS (   -- a step starting inside an earlier step of its process is found by the range join below; the
+               -- others never start inside one another, so the latest of them started at or before a call is the
+               -- only one of them that can enclose it (one ASOF join)
     SELECT *,
            coalesce(max(end_ns) OVER (PARTITION BY trace_id, pid ORDER BY start_ns, range_id
-                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) >= start_ns, false)
-           OR coalesce(lead(start_ns) OVER (PARTITION BY trace_id, pid ORDER BY start_ns, range_id) <= end_ns, false)
-               AS shared
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) >= start_ns, false) AS shared
     FROM steps
-    WHERE end_ns >= start_ns   -- (a step ending before it starts encloses no call)
+    WHERE end_ns >= start_ns   -- a step ending before it starts encloses no call (and must not shadow one
+                               -- starting at the same instant in the ASOF join)
 ),
 step_ops AS (
     SELECT s.trace_id, s.step, s.text AS step_name, s.range_id, s.start_ns AS cpu_start_ns, s.end_ns AS cpu_end_ns,
@@ -84,14 +84,12 @@ wb AS (   -- both boundaries of every window
 ),
 wbr AS (
     SELECT *, dense_rank() OVER (PARTITION BY trace_id, device_id ORDER BY p) AS pi,
-           sum(is_start) OVER (PARTITION BY trace_id, device_id ORDER BY p RANGE UNBOUNDED PRECEDING) AS starts_le,
-           sum(is_start) OVER (PARTITION BY trace_id, device_id, p) AS starts_at
+           sum(is_start) OVER (PARTITION BY trace_id, device_id ORDER BY p RANGE UNBOUNDED PRECEDING) AS starts_le
     FROM wb
 ),
-wpts AS (   -- every window boundary of a device, numbered: segment pi is [p, next p); starts_le / starts_lt:
-            -- windows starting at or before / before p (= the wi of the last such window)
-    SELECT DISTINCT trace_id, device_id, p, pi, CAST(starts_le AS BIGINT) AS starts_le,
-           CAST(starts_le - starts_at AS BIGINT) AS starts_lt
+wpts AS (   -- every window boundary of a device, numbered: segment pi is [p, next p); starts_le: windows
+            -- starting at or before p (= the wi of the last of them)
+    SELECT DISTINCT trace_id, device_id, p, pi, CAST(starts_le AS BIGINT) AS starts_le
     FROM wbr
 ),
 seg_win AS (   -- each segment with the windows covering it (start <= p < end)
@@ -102,7 +100,7 @@ seg_win AS (   -- each segment with the windows covering it (start <= p < end)
 ),
 op_at AS (   -- each operation with the segment holding its start, and the windows starting inside it
     SELECT o.*, a.pi AS start_pi, coalesce(a.starts_le, 0) + 1 AS first_wi,
-           coalesce(CASE WHEN b.p = o.end_ns THEN b.starts_lt ELSE b.starts_le END, 0) AS last_wi
+           coalesce(b.starts_le, 0) AS last_wi   -- (one starting at its end instant is dropped in clipped)
     FROM ops o
     ASOF LEFT JOIN wpts a
       ON a.trace_id = o.trace_id AND a.device_id IS NOT DISTINCT FROM o.device_id AND o.start_ns >= a.p
@@ -132,7 +130,7 @@ ordered AS (
 ),
 gaps AS (   -- one row per busy island: the idle gap before its first operation, and who made it wait
     SELECT trace_id, step, device_id, s - coalesce(prev_end, window_start_ns) AS gap_ns,
-           prev_end IS NOT NULL AND call_ns <= prev_end AS queued
+           coalesce(prev_end IS NOT NULL AND call_ns <= prev_end, false) AS queued  -- no launching call: host wait
     FROM ordered
     WHERE prev_end IS NULL OR s > prev_end
 ),
