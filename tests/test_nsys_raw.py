@@ -45,27 +45,26 @@ def _assert_same(db: nsys.Sqlite, table: str) -> None:
         assert got[name].to_pylist() == want[name].to_pylist(), (table, name)
 
 
-@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_raw_reads_equal_the_sql_on_every_sample_capture(tmp_path: Path, capture: Path) -> None:
-    db = _open(gunzip_to(capture, tmp_path / "t.sqlite"))
+def _assert_both_same(path: Path) -> None:
+    """Kernels, and runtime calls where they are read as stored, equal both ways."""
+    db = _open(path)
     try:
         _assert_same(db, "kernels")
         if nsys.api_calls_sql(db, True) is not None:
             _assert_same(db, "api_calls")
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_raw_reads_equal_the_sql_on_every_sample_capture(tmp_path: Path, capture: Path) -> None:
+    _assert_both_same(gunzip_to(capture, tmp_path / "t.sqlite"))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_raw_reads_equal_the_sql_on_every_export_layout(tmp_path: Path, layout: str) -> None:
     schema_of("2025.3", tmp_path)  # the real export whose enum rows the fixtures copy
-    db = _open(build(layout, tmp_path))
-    try:
-        _assert_same(db, "kernels")
-        if nsys.api_calls_sql(db, True) is not None:
-            _assert_same(db, "api_calls")
-    finally:
-        db.close()
+    _assert_both_same(build(layout, tmp_path))
 
 
 def _pid_tid(pid: int, tid: int) -> int:

@@ -41,9 +41,10 @@ KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 BATCH_ROWS = 65536
 LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 #: From this many kernels on (and with 2+ cores, outside a worker pool), a child process reads and writes
-#: the kernels while this one does every other table: the kernel table is the largest part. Below it the
-#: child's interpreter start and imports (~0.5 CPU-s) cost more than the overlap gains.
-PARALLEL_MIN_KERNELS = 500_000
+#: the kernels while this one does every other table: the kernel table is the largest part. The child is a
+#: fresh interpreter (~0.9 CPU-s of start and imports on a loaded 2-core VM), about half what 1M kernels cost
+#: (~2.1 CPU-s): below that it would cost more CPU than the overlap saves in wall time.
+PARALLEL_MIN_KERNELS = 1_000_000
 # NVTX event types (ENUM_NSYS_EVENT_TYPE): 59/70 push-pop, 60/71 start-end, 34 mark, 75 domain create.
 PUSH_POP, START_END, MARK, DOMAIN_CREATE = (59, 70), (60, 71), 34, 75
 # globalTid = (pid << 24) | tid, with the vm id above; see the nsys export docs.
