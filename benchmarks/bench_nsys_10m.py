@@ -3,7 +3,7 @@ process tree (benchmarks/_measure.py). The input is ``bench_ranks.generate_rank_
 window repeated) at the issue's shape: ``--kernels`` kernels launched from ``--threads`` threads under about
 ``--ranges`` NVTX ranges. Run it under ``taskset -c 0,1`` for the 2-core figure (the children inherit it).
 
-    taskset -c 0,1 python benchmarks/bench_nsys_10m.py --kernels 10000000 --tmp /tmp
+    taskset -c 0,1 python benchmarks/bench_nsys_10m.py --kernels 10000000 --tmp /tmp [--profile-views]
 Set TRACEPIPE_MEMORY_LIMIT to bound DuckDB in analyze (the figure says which limit it ran under).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +29,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--ranges", type=int, default=1_000_000)
     ap.add_argument("--tmp", default="/tmp")
+    ap.add_argument(
+        "--profile-views", action="store_true", help="then CPU-s per analyze view (profile_analyze_views.py)"
+    )
     args = ap.parse_args()
     print(provenance(), flush=True)
     cores = len(os.sched_getaffinity(0))
@@ -52,8 +56,12 @@ def main() -> None:
         print(
             f"total      wall {n.wall_s + a.wall_s:7.2f} s  CPU {n.cpu_s + a.cpu_s:7.2f} s  "
             f"peak RSS (tree) {max(n.peak_rss_bytes, a.peak_rss_bytes) / 1e6:7.0f} MB  "
-            f"(target: < 60 s wall, < 2000 MB on 2 cores)"
+            f"(target: < 60 s wall, < 2000 MB on 2 cores)",
+            flush=True,
         )
+        if args.profile_views:  # where analyze's CPU goes, view by view, on the same normalized folder
+            profile = [sys.executable, str(ROOT / "benchmarks" / "profile_analyze_views.py"), str(root / "n")]
+            print(subprocess.run(profile, env=env, cwd=ROOT, capture_output=True, text=True).stdout, flush=True)
 
 
 if __name__ == "__main__":
