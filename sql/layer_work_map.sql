@@ -34,7 +34,9 @@ WITH k AS (
     LEFT JOIN kernel_tiles t ON t.source = 'kernels' AND t.trace_id = l.trace_id AND t.kernel_id = l.kernel_id
 ), c AS (
     SELECT k.*,
-           count(*) FILTER (WHERE is_mac_kernel) OVER (PARTITION BY trace_id, range_id) AS mac_kernels_in_call,
+           -- not count(*) FILTER (...) OVER: DuckDB 2.0 evaluates a filtered window count over a joined input
+           -- per row and partition (257 CPU-s for 1M kernels, most outside every range: one partition)
+           count(CASE WHEN is_mac_kernel THEN 1 END) OVER (PARTITION BY trace_id, range_id) AS mac_kernels_in_call,
            s.module_type, s.output_elements, s.analytic_macs, s.same_calls, s.capture_id IS NOT NULL AS has_shape
     FROM k
     LEFT JOIN layer_call_shapes s ON s.capture_id = k.capture_id AND s.layer = k.layer

@@ -38,10 +38,27 @@ steps AS (
     FROM (SELECT *, min(depth) OVER (PARTITION BY trace_id) AS top FROM cand)
     WHERE depth = top
 ),
+flagged AS (   -- a step starting inside an earlier step of its process is found by the range join below; the
+               -- others never start inside one another, so the latest of them started at or before a call is the
+               -- only one of them that can enclose it (one ASOF join)
+    SELECT *,
+           coalesce(max(end_ns) OVER (PARTITION BY trace_id, pid ORDER BY start_ns, range_id
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) >= start_ns, false) AS shared
+    FROM steps
+    WHERE end_ns >= start_ns   -- a step ending before it starts encloses no call (and must not shadow one
+                               -- starting at the same instant in the ASOF join)
+),
 step_ops AS (
     SELECT s.trace_id, s.step, s.text AS step_name, s.range_id, s.start_ns AS cpu_start_ns, s.end_ns AS cpu_end_ns,
            o.device_id, o.op_kind, o.start_ns, o.end_ns
-    FROM steps s
+    FROM ops o
+    ASOF JOIN (SELECT * FROM flagged WHERE NOT shared) s
+      ON s.trace_id = o.trace_id AND s.pid IS NOT DISTINCT FROM o.pid AND o.call_ns >= s.start_ns
+    WHERE o.call_ns <= s.end_ns
+    UNION ALL
+    SELECT s.trace_id, s.step, s.text AS step_name, s.range_id, s.start_ns AS cpu_start_ns, s.end_ns AS cpu_end_ns,
+           o.device_id, o.op_kind, o.start_ns, o.end_ns
+    FROM (SELECT * FROM flagged WHERE shared) s
     JOIN ops o ON o.trace_id = s.trace_id AND o.pid IS NOT DISTINCT FROM s.pid
      AND o.call_ns BETWEEN s.start_ns AND s.end_ns
     UNION ALL
@@ -57,12 +74,54 @@ windows AS (
            count(*) AS ops, count(*) FILTER (op_kind = 'kernel') AS kernels
     FROM step_ops GROUP BY trace_id, step, step_name, range_id, device_id
 ),
+wnum AS (   -- each device's windows numbered by start
+    SELECT *, row_number() OVER (PARTITION BY trace_id, device_id ORDER BY window_start_ns, step) AS wi
+    FROM windows WHERE window_start_ns IS NOT NULL AND window_end_ns IS NOT NULL
+),
+wb AS (   -- both boundaries of every window
+    SELECT trace_id, device_id, wi, unnest([window_start_ns, window_end_ns]) AS p, unnest([1, 0]) AS is_start
+    FROM wnum
+),
+wbr AS (
+    SELECT *, dense_rank() OVER (PARTITION BY trace_id, device_id ORDER BY p) AS pi,
+           sum(is_start) OVER (PARTITION BY trace_id, device_id ORDER BY p RANGE UNBOUNDED PRECEDING) AS starts_le
+    FROM wb
+),
+wpts AS (   -- every window boundary of a device, numbered: segment pi is [p, next p); starts_le: windows
+            -- starting at or before p (= the wi of the last of them)
+    SELECT DISTINCT trace_id, device_id, p, pi, CAST(starts_le AS BIGINT) AS starts_le
+    FROM wbr
+),
+seg_win AS (   -- each segment with the windows covering it (start <= p < end)
+    SELECT trace_id, device_id, wi, unnest(range(start_pi, end_pi)) AS pi
+    FROM (SELECT trace_id, device_id, wi, max(CASE WHEN is_start = 1 THEN pi END) AS start_pi,
+                 max(CASE WHEN is_start = 0 THEN pi END) AS end_pi
+          FROM wbr GROUP BY trace_id, device_id, wi)
+),
+op_at AS (   -- each operation with the segment holding its start, and the windows starting inside it
+    SELECT o.*, a.pi AS start_pi, coalesce(a.starts_le, 0) + 1 AS first_wi,
+           coalesce(b.starts_le, 0) AS last_wi   -- (one starting at its end instant is dropped in clipped)
+    FROM ops o
+    ASOF LEFT JOIN wpts a
+      ON a.trace_id = o.trace_id AND a.device_id IS NOT DISTINCT FROM o.device_id AND o.start_ns >= a.p
+    ASOF LEFT JOIN wpts b
+      ON b.trace_id = o.trace_id AND b.device_id IS NOT DISTINCT FROM o.device_id AND o.end_ns >= b.p
+),
+pairs AS (   -- a window overlapping an operation either holds its start or starts inside it (the two never meet):
+             -- found by equality joins, never by comparing every operation with every window
+    SELECT o.trace_id, o.device_id, sw.wi, o.op_kind, o.call_ns, o.start_ns, o.end_ns
+    FROM op_at o
+    JOIN seg_win sw ON sw.trace_id = o.trace_id AND sw.device_id IS NOT DISTINCT FROM o.device_id AND sw.pi = o.start_pi
+    UNION ALL
+    SELECT trace_id, device_id, unnest(range(first_wi, last_wi + 1)) AS wi, op_kind, call_ns, start_ns, end_ns
+    FROM op_at WHERE last_wi >= first_wi
+),
 clipped AS (
-    SELECT w.trace_id, w.step, w.device_id, w.window_start_ns, o.op_kind, o.call_ns,
-           greatest(o.start_ns, w.window_start_ns) AS s, least(o.end_ns, w.window_end_ns) AS e
-    FROM windows w
-    JOIN ops o ON o.trace_id = w.trace_id AND o.device_id IS NOT DISTINCT FROM w.device_id
-     AND o.start_ns < w.window_end_ns AND o.end_ns > w.window_start_ns
+    SELECT w.trace_id, w.step, w.device_id, w.window_start_ns, p.op_kind, p.call_ns,
+           greatest(p.start_ns, w.window_start_ns) AS s, least(p.end_ns, w.window_end_ns) AS e
+    FROM pairs p
+    JOIN wnum w ON w.trace_id = p.trace_id AND w.device_id IS NOT DISTINCT FROM p.device_id AND w.wi = p.wi
+    WHERE p.start_ns < w.window_end_ns AND p.end_ns > w.window_start_ns
 ),
 ordered AS (
     SELECT *, max(e) OVER (PARTITION BY trace_id, step, device_id ORDER BY s, e
@@ -71,7 +130,7 @@ ordered AS (
 ),
 gaps AS (   -- one row per busy island: the idle gap before its first operation, and who made it wait
     SELECT trace_id, step, device_id, s - coalesce(prev_end, window_start_ns) AS gap_ns,
-           prev_end IS NOT NULL AND call_ns <= prev_end AS queued
+           coalesce(prev_end IS NOT NULL AND call_ns <= prev_end, false) AS queued  -- no launching call: host wait
     FROM ordered
     WHERE prev_end IS NULL OR s > prev_end
 ),

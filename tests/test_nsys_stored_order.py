@@ -74,28 +74,43 @@ def test_stored_order_check_rejects_a_row_out_of_order() -> None:
         list(nsys._numbered_in_order([ok, later], "call_id"))
 
 
-def test_a_large_export_s_kernels_are_written_by_a_child_and_equal_the_serial_ones(
+def test_a_large_export_s_kernels_are_written_by_a_fresh_child_process_and_equal_the_serial_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The child is a new interpreter, never a fork: importing pyarrow starts native threads (jemalloc's, Arrow's)
+    that ``threading`` does not see, and a fork would copy a lock one of them held, held for good."""
+    threads = os.listdir("/proc/self/task")
+    assert len(threads) > 1  # why a fork here would not be safe
     path = _sqlite(tmp_path)
     serial = tmp_path / "serial"
     normalize_file(path, serial)
-    pids = tmp_path / "pids"
-    write = nsys._write_kernels
+    started: list[list[str]] = []
+    command = nsys._child_command
 
-    def spy(db: nsys.Sqlite, writer: object) -> int:
-        with open(pids, "a") as f:
-            f.write(f"{os.getpid()}\n")
-        return write(db, writer)  # type: ignore[arg-type]
+    def spy(args: list[str]) -> list[str]:
+        started.append(command(args))
+        return started[-1]
 
-    monkeypatch.setattr(nsys, "_write_kernels", spy)
+    def no_fork() -> int:
+        raise AssertionError("normalize forked this multi-threaded process")
+
+    monkeypatch.setattr(nsys, "_child_command", spy)
+    monkeypatch.setattr(os, "fork", no_fork)
     monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
-    monkeypatch.setattr(nsys.threading, "active_count", lambda: 1)
     monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
     parallel = tmp_path / "parallel"
     normalize_file(path, parallel)
-    assert [int(p) for p in pids.read_text().split()] != [os.getpid()]  # written in another process
+    assert [c[1:3] for c in started] == [["-m", "pipeline.normalize.nsys_kernels"]]  # one fresh interpreter
     for table in ("kernels", "api_calls", "nvtx_ranges"):
         a = pq.read_table(committed_file(serial, "cap.nsys", table))
         b = pq.read_table(committed_file(parallel, "cap.nsys", table))
         assert a.drop_columns(["trace_id"]).equals(b.drop_columns(["trace_id"])), table
+
+
+def test_a_child_that_fails_is_a_tool_error_naming_the_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _sqlite(tmp_path)
+    monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
+    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys, "_child_command", lambda args: ["false"])  # exits 1 without a word
+    with pytest.raises(RuntimeError, match=r"writing the kernels of .*nsys\.sqlite: the process writing the kernels"):
+        normalize_file(path, tmp_path / "out")

@@ -343,11 +343,11 @@ def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDB
 
 
 def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
-    """``view`` into ``dest``, renamed into place only when complete; the rows written."""
+    """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written."""
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
     try:
-        (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchone()
+        (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -365,12 +365,36 @@ def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None
 
 def _views_to_write(views: list[str], sql_dir: Path) -> list[str]:
     """In dependency order: ``views``, plus each view they need that two or more of the needed views read
-    (``nvtx_paths`` under ``kernel_layers``, ``layer_summary``, ``layer_timeline``): computed once into a
-    scratch file rather than once per reader."""
+    (``nvtx_paths`` under ``kernel_layers``, ``layer_summary``, ``layer_timeline``): computed once rather than
+    once per reader."""
     files = view_files(sql_dir)
     need = needed_views(views, sql_dir)
     readers = collections.Counter(i for v in need for i in set(view_inputs(files[v])) if i in files)
     return [v for v in need if v in views or readers[v] >= 2]
+
+
+#: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are
+#: analyzed in memory: each view is computed once into a table of the connection, which the views built on it
+#: read and which is copied to its file (2 statements a view instead of 5). On a 1 MB chrome trace the views'
+#: fixed costs are most of analyze: write 0.61 -> 0.36 CPU-s, 54 MB 1.13 -> 0.90 (#18.4). But a table's insert
+#: costs about what its Parquet write does, and Parquet holds repeated strings as dictionaries: at 80k kernels
+#: writing each view to Parquet and reading that back is faster (2.72 vs 3.24 CPU-s) and holds less (340 vs
+#: 554 MB), and kernel_layers of 10M kernels would not fit in memory at all
+#: (benchmarks/results/bench_analyze_write.txt).
+IN_MEMORY_ROWS = 50_000
+#: The tables whose rows set the size of the per-kernel and per-range views.
+SIZE_TABLES = ("kernels", "memcpy", "memset", "nvtx_ranges", "ncu_kernels")
+
+
+def input_rows(con: duckdb.DuckDBPyConnection) -> int:
+    """Rows of the :data:`SIZE_TABLES` ``con`` reads (from the Parquet footers: no data is scanned)."""
+    counts = " + ".join(f"(SELECT count(*) FROM {name})" for name in SIZE_TABLES)
+    return int(con.execute(f"SELECT {counts}").fetchall()[0][0])
+
+
+#: ``produce(view, dest)`` writes ``view``'s rows to the Parquet file ``dest`` its own way and returns how many,
+#: or None to have ``write_views`` compute the view from its SQL (incremental analyze combines per-capture parts).
+Produce = Callable[[str, Path], int | None]
 
 
 def write_views(
@@ -380,18 +404,24 @@ def write_views(
     formats: tuple[str, ...],
     done: Callable[[str], None] | None = None,
     sql_dir: Path = SQL_DIR,
+    in_memory: bool | None = None,
+    produce: Produce | None = None,
 ) -> dict[str, int]:
     """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete;
     returns the rows of each view. ``done(view)`` is called as each view is written (progress).
 
-    Views are written in dependency order, each computed once: once written, a view reads its own
-    Parquet file, so the views built on it (``layer_summary`` on ``kernel_layers``) neither recompute
-    it nor hold it in memory. Without ``parquet`` in ``formats``
+    Views are written in dependency order, each computed once: the views built on one
+    (``layer_summary`` on ``kernel_layers``) read its result, not its SQL. ``in_memory`` (default: inputs of
+    at most :data:`IN_MEMORY_ROWS` rows) keeps each result as a table of ``con``; otherwise each is written
+    to Parquet and read back from there, so no result is held in memory. Without ``parquet`` in ``formats``
     (and for a view only needed by others) that file is a hidden, temporary one.
 
     Views ``con`` lacks are created here, each just before it is first needed: its inputs then already
-    read Parquet, so creating it binds one level of SQL, not the whole tree of views below it (on a
-    20-view run that tree made creating the views cost 0.5 CPU-s: ``connect(views=[])`` skips it).
+    read their result, so creating it binds one level of SQL, not the whole tree of views below it (on a
+    20-view run that tree made creating the views cost 0.5 CPU-s: ``connect(views=[])`` skips it). Views
+    ``con`` already has are copied as they are and read back.
+
+    ``produce``: see :data:`Produce`; a produced file is read back like any other.
     """
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, int] = {}
@@ -399,23 +429,39 @@ def write_views(
     files = view_files(sql_dir)
     have = defined_views(con)
     to_write = set(_views_to_write(views, sql_dir))
+    if in_memory is None:
+        in_memory = input_rows(con) <= IN_MEMORY_ROWS
     try:
         for view in needed_views(views, sql_dir):
-            if view not in have:
-                con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
-            if view not in to_write:
+            sql = _body(files[view])
+            if view not in to_write:  # read by one view only: stays SQL, inlined there
+                if view not in have:
+                    con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
                 continue
+            wanted = view in views and "parquet" in formats
             parquet = out / f"{view}.parquet"
-            if view not in views or "parquet" not in formats:
-                parquet = scratch[view] = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
-            rows_written = _copy(con, view, parquet, "parquet")
-            _read_back(con, view, parquet)
+            if not wanted:
+                parquet = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
+            written = produce(view, parquet) if produce is not None else None
+            if written is None and in_memory and view not in have:
+                con.execute(f"CREATE OR REPLACE TABLE {view} AS\n{sql}")
+                if wanted:
+                    written = _copy(con, view, parquet, "parquet")
+            else:
+                if view not in have:
+                    con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
+                if written is None:
+                    written = _copy(con, view, parquet, "parquet")
+                if not wanted:
+                    scratch[view] = parquet
+                _read_back(con, view, parquet)
             if view not in views:
                 continue
             for fmt in formats:
                 if fmt != "parquet":
-                    _copy(con, view, out / f"{view}.{fmt}", fmt)
-            rows[view] = rows_written
+                    n = _copy(con, view, out / f"{view}.{fmt}", fmt)
+                    written = n if written is None else written
+            rows[view] = written
             if done is not None:
                 done(view)
     finally:

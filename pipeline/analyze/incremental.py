@@ -35,10 +35,8 @@ import pyarrow as pa
 from pipeline.analyze import (
     _copy,
     _read_back,
-    _views_to_write,
     connect,
-    defined_views,
-    needed_views,
+    create_views,
     view_files,
     view_inputs,
     write_views,
@@ -123,7 +121,7 @@ def _changed_captures(now: dict[str, str | None], before: dict[str, str | None])
 def _shapes_outside_their_capture(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether a layer_shapes row names a capture other than its own trace's (the views would then join it
     to another capture's kernels, and a per-capture recompute would miss that)."""
-    n = con.execute(f"SELECT count(*) FROM layer_shapes WHERE capture_id IS DISTINCT FROM {CAPTURE_SQL}").fetchone()
+    n = con.execute(f"SELECT count(*) FROM layer_shapes WHERE capture_id IS DISTINCT FROM {CAPTURE_SQL}").fetchall()[0]
     return bool(n and n[0])
 
 
@@ -135,13 +133,14 @@ def _capture_column(columns: list[str]) -> str | None:
     return None
 
 
-def _combine(con: duckdb.DuckDBPyConnection, old: Path, part: Path | None, changed: set[str], dest: Path) -> bool:
+def _combine(con: duckdb.DuckDBPyConnection, old: Path, part: Path | None, changed: set[str], dest: Path) -> int | None:
     """``dest``: the rows of ``old`` outside the ``changed`` captures plus ``part``'s rows (renamed into place
-    when complete); False (nothing written) when the view has no trace_id/capture_id column to tell them by."""
+    when complete); how many. None (nothing written) when the view has no trace_id/capture_id column to tell
+    them by."""
     prev = con.read_parquet(str(old))
     capture = _capture_column(prev.columns)
     if capture is None:
-        return False
+        return None
     con.register("_changed_captures", pa.table({"capture": pa.array(sorted(changed), pa.string())}))
     kept = prev.filter(f"{capture} IS NULL OR {capture} NOT IN (SELECT capture FROM _changed_captures)")
     rel = kept.union(con.read_parquet(str(part))) if part is not None else kept
@@ -151,7 +150,7 @@ def _combine(con: duckdb.DuckDBPyConnection, old: Path, part: Path | None, chang
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
-    return True
+    return int(con.read_parquet(str(dest)).count("*").fetchall()[0][0])
 
 
 def analyze_incremental(
@@ -192,50 +191,26 @@ def analyze_incremental(
     changed = _changed_captures(generations, before["generations"])
     recompute = {t for t in generations if capture_of(t) in changed}
     sub = connect(normalized, sql_dir, views=[], device=device, traces=recompute) if recompute else None
-    files = view_files(sql_dir)
-    across = across_views(sql_dir)
-    to_write = set(_views_to_write(views, sql_dir))
-    rows: dict[str, int] = {}
-    scratch: list[Path] = []
-    scratch_views: list[str] = []  # read back from a scratch file in ``con``: back to their SQL at the end
+    parts: list[Path] = []
+
+    def combine(view: str, dest: Path) -> int | None:
+        """A per-capture view: its previous rows of the unchanged captures plus the changed captures' rows,
+        computed on ``sub`` (which has only their traces); None for the other views (computed in full)."""
+        if view not in cached:
+            return None
+        part = None
+        if sub is not None:
+            create_views(sub, sql_dir, only=[view], keep_existing=True)  # never an across-captures view
+            part = out / f".{view}.part-{uuid.uuid4().hex[:8]}.parquet"
+            parts.append(part)
+            _copy(sub, view, part, "parquet")
+            _read_back(sub, view, part)  # the views of the changed captures read it, not its SQL
+        return _combine(con, dest, part, changed, dest)  # None: no capture column, so computed in full
+
     try:
-        for view in needed_views(views, sql_dir):
-            body = f"CREATE OR REPLACE VIEW {view} AS\n{files[view].read_text().strip().rstrip(';')}"
-            if sub is not None and view not in across and view not in defined_views(sub):
-                sub.execute(body)
-            if view not in defined_views(con):
-                con.execute(body)
-            final = out / f"{view}.parquet"
-            if view in cached:
-                part = None
-                if sub is not None:
-                    part = out / f".{view}.part-{uuid.uuid4().hex[:8]}.parquet"
-                    scratch.append(part)
-                    _copy(sub, view, part, "parquet")
-                    _read_back(sub, view, part)  # the views of the changed captures read it, not its SQL
-                if not _combine(con, final, part, changed, final):
-                    _copy(con, view, final, "parquet")  # no capture column: computed in full
-            elif view in to_write:  # an across-captures view, or one written without parquet
-                if view not in views or "parquet" not in formats:
-                    final = out / f".{view}.scratch-{uuid.uuid4().hex[:8]}.parquet"
-                    scratch.append(final)
-                    scratch_views.append(view)
-                _copy(con, view, final, "parquet")
-            else:
-                continue
-            _read_back(con, view, final)
-            if view not in views:
-                continue
-            for fmt in formats:
-                if fmt != "parquet":
-                    _copy(con, view, out / f"{view}.{fmt}", fmt)
-            rows[view] = con.execute(f"SELECT count(*) FROM {view}").fetchone()[0]
-            if done is not None:
-                done(view)
+        rows = write_views(con, out, views, formats, done=done, sql_dir=sql_dir, produce=combine)
     finally:
-        for view in scratch_views:
-            con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{files[view].read_text().strip().rstrip(';')}")
-        for path in scratch:
+        for path in parts:
             path.unlink(missing_ok=True)
     _write_state(state_path, key, generations)
     return con, Outcome(rows, len(generations), sorted(recompute), False)

@@ -10,12 +10,14 @@ simply yields nulls where it lacks a column.
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
+import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
-import threading
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -27,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
-from pipeline.normalize import forked, nsys_map
+from pipeline.normalize import forked, nsys_map, nsys_raw
 from pipeline.normalize.nesting import with_nesting
 from pipeline.normalize.op_ranges import split_op_ranges
 from pipeline.normalize.ranks import nsys_capture_ranks
@@ -38,9 +40,11 @@ KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 #: Rows per Arrow batch read from sqlite, and so per Parquet row group written.
 BATCH_ROWS = 65536
 LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
-#: From this many kernels on (and with 2+ cores, outside a worker pool), a forked child process reads and
-#: writes the kernels while this one does every other table: the kernel table is the largest part.
-PARALLEL_MIN_KERNELS = 200_000
+#: From this many kernels on (and with 2+ cores, outside a worker pool), a child process reads and writes
+#: the kernels while this one does every other table: the kernel table is the largest part. The child is a
+#: fresh interpreter (~0.9 CPU-s of start and imports on a loaded 2-core VM), about half what 1M kernels cost
+#: (~2.1 CPU-s): below that it would cost more CPU than the overlap saves in wall time.
+PARALLEL_MIN_KERNELS = 1_000_000
 # NVTX event types (ENUM_NSYS_EVENT_TYPE): 59/70 push-pop, 60/71 start-end, 34 mark, 75 domain create.
 PUSH_POP, START_END, MARK, DOMAIN_CREATE = (59, 70), (60, 71), 34, 75
 # globalTid = (pid << 24) | tid, with the vm id above; see the nsys export docs.
@@ -496,62 +500,99 @@ def _numbered_in_order(batches: Iterable[pa.RecordBatch], id_col: str) -> Iterat
 
 
 def _write_in_order(
-    writer: TraceWriter, table: str, id_col: str, db: Sqlite, stored_sql: str | None, sorted_sql: str | None
+    writer: TraceWriter,
+    table: str,
+    id_col: str,
+    db: Sqlite,
+    stored: list[Callable[[], Iterable[pa.RecordBatch]]],
+    sorted_sql: str | None,
 ) -> None:
     """``table`` numbered in (start, correlation id) order: read as stored when that is the order (the usual
-    case), else (at the first row out of order) again, sorted by sqlite."""
-    if stored_sql is not None:
+    case) from the first of the ``stored`` readers that can read this export, else (at the first row out of
+    order) again, sorted by sqlite."""
+    for source in stored:
         try:
-            writer.write_batches(table, _numbered_in_order(db.batches(stored_sql), id_col))
+            writer.write_batches(table, _numbered_in_order(source(), id_col))
             return
+        except nsys_raw.NotRaw:
+            continue  # the next reader (the SQL) can
         except _OutOfOrder:
-            pass
+            break
     if sorted_sql is not None:
         writer.write_batches(table, db.batches(sorted_sql))
 
 
+def _stored_sql(db: Sqlite, sql: str | None) -> list[Callable[[], Iterable[pa.RecordBatch]]]:
+    return [] if sql is None else [lambda: db.batches(sql)]
+
+
+#: Whether kernels and runtime calls are read from raw columns and joined here (``nsys_raw``) before the
+#: one-query SQL is tried; tests turn it off to compare the two.
+RAW_READS = True
+
+
 def _write_kernels(db: Sqlite, writer: TraceWriter) -> int:
-    _write_in_order(writer, "kernels", "kernel_id", db, kernels_sql(db, True), kernels_sql(db))
+    raw = [lambda: nsys_raw.kernel_batches(db)] if RAW_READS else []
+    stored = raw + _stored_sql(db, kernels_sql(db, True))
+    _write_in_order(writer, "kernels", "kernel_id", db, stored, kernels_sql(db))
     return writer.rows["kernels"]
+
+
+class StagedWriter(TraceWriter):
+    """Another process's writer, seen from a child that writes one of its tables into the same staging folder.
+    The parent holds the generation's lock and commits; the child only adds a file."""
+
+    def __init__(self, out: Path, trace_id: str, staging: Path) -> None:
+        self.out, self.trace_id, self.staging, self.rows = Path(out), trace_id, Path(staging), {}
+        self._lock = None
+
+
+def write_kernels_in(path: Path, shown: Path, writer: TraceWriter) -> int:
+    """The kernels of the export at ``path`` written by ``writer``, from a connection of its own."""
+    own = Sqlite(path, shown)
+    try:
+        _usable_tables(own)
+        return _write_kernels(own, writer)
+    finally:
+        own.close()
+
+
+def _child_command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pipeline.normalize.nsys_kernels", *args]
 
 
 def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) -> Callable[[], None]:
     """Start writing the kernels table; returns what waits for it to be written. Large exports on a machine
-    with 2+ cores: in a forked child with its own sqlite connection (ADBC holds the GIL while it reads, so a
-    thread would not run alongside), while this process writes the other tables; else right here."""
+    with 2+ cores: in a child process with its own sqlite connection (ADBC holds the GIL while it reads, so a
+    thread would not run alongside), while this process writes the other tables; else right here.
+
+    The child is a fresh interpreter (``python -m pipeline.normalize.nsys_kernels``), not a fork: importing
+    pyarrow alone starts native threads (jemalloc's background thread, Arrow's), which ``threading`` does not
+    see, and a fork copies only the calling thread, so a lock one of them held would stay held in the child."""
     count = db.column(f"SELECT max(rowid) FROM {KERNEL_TABLE}")[0] or 0
-    parallel = forked.available() and forked.cores() > 1 and threading.active_count() == 1
+    parallel = forked.cores() > 1 and not multiprocessing.current_process().daemon
     if count < PARALLEL_MIN_KERNELS or not parallel:
         _write_kernels(db, writer)
         return lambda: None
     kernels_sql(db)  # the columns it lacks go into this process's warning, as when it writes them itself
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-
-    def child() -> None:
-        own = Sqlite(path, shown)
-        try:
-            _usable_tables(own)
-            send.send(("ok", _write_kernels(own, writer)))
-        except BadInputError as e:
-            send.send(("bad", e.reason))
-        except BaseException as e:  # said in the parent, as a tool failure
-            send.send(("error", f"{type(e).__name__}: {e}"))
-        finally:
-            own.close()
-
-    proc = ctx.Process(target=child, daemon=True)
-    proc.start()
-    send.close()
+    env = {k: v for k, v in os.environ.items() if k != "TRACEPIPE_KILL_AT"}  # the crash points are ours
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the modules this process imports
+    args = [str(path), str(shown), str(writer.out), writer.trace_id, str(writer.staging)]
+    proc = subprocess.Popen(
+        _child_command(args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
 
     def wait() -> None:
+        out, err = proc.communicate()
         try:
-            kind, value = receive.recv()
-        except EOFError:
-            kind, value = "error", "the process writing the kernels died"
-        finally:
-            proc.join()
-            receive.close()
+            kind, value = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            said = (err.strip().splitlines() or ["(nothing on stderr)"])[-1]
+            kind, value = "error", f"the process writing the kernels exited {proc.returncode}: {said}"
         if kind == "bad":
             raise BadInputError(shown, value)
         if kind == "error":
@@ -588,7 +629,9 @@ def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None)
 def _write_other_tables(db: Sqlite, writer: TraceWriter) -> None:
     """Every table but the kernels."""
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in db.usable or "CUPTI_ACTIVITY_KIND_DRIVER" in db.usable:
-        _write_in_order(writer, "api_calls", "call_id", db, api_calls_sql(db, True), api_calls_sql(db))
+        stored_sql = api_calls_sql(db, True)  # None when a driver table is there too
+        raw = [lambda: nsys_raw.api_call_batches(db)] if RAW_READS and stored_sql is not None else []
+        _write_in_order(writer, "api_calls", "call_id", db, raw + _stored_sql(db, stored_sql), api_calls_sql(db))
     for table, sql in (
         ("nvtx_marks", nvtx_marks_sql(db)),
         ("memcpy", memcpy_sql(db)),

@@ -1,0 +1,113 @@
+"""Benchmark: analyze's write loop in memory (each view a table, copied to its file) against through Parquet
+(each view written, then read back), per input size: where the in-memory threshold
+(``pipeline.analyze.IN_MEMORY_ROWS``) belongs.
+
+Each input is normalized once; then, interleaved ``--reps`` times, a fresh child process connects and runs
+``write_views`` over every default view with ``in_memory`` True and False, and reports the CPU seconds of the
+write (``time.process_time``, this process and DuckDB's threads) and its peak RSS. Inputs: trace files, and
+``nsys:N`` for a synthetic N-kernel nsys export (``bench_ranks.generate_rank_sqlite``: the small-CNN sample's
+steady state repeated). Medians and the ratio are printed per input; the outputs of both modes are checked
+equal (EXCEPT ALL both ways, every view).
+
+    python benchmarks/bench_analyze_write.py sample_traces/h200_resnet18/torch_trace.json.gz nsys:80000 --reps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._measure import median, provenance  # noqa: E402
+
+
+def child(normalized: str, out: str, mode: str) -> None:
+    from pipeline.lean import pyarrow_without_pandas
+
+    pyarrow_without_pandas()
+    from pipeline.analyze import connect, default_views, input_rows, write_views
+
+    con = connect(Path(normalized), views=[])
+    n = input_rows(con)
+    t = time.process_time()
+    write_views(con, Path(out), default_views(), ("parquet",), in_memory=mode == "memory")
+    cpu = time.process_time() - t
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"cpu": cpu, "rss_mb": rss, "input_rows": n}))
+
+
+def run_child(normalized: Path, out: Path, mode: str) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, __file__, "--child", str(normalized), str(out), mode]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def same_outputs(a: Path, b: Path) -> list[str]:
+    import duckdb
+
+    con, bad = duckdb.connect(), []
+    for f in sorted(a.glob("*.parquet")):
+        g = b / f.name
+        for x, y in ((f, g), (g, f)):
+            q = "SELECT count(*) FROM (SELECT * FROM read_parquet($x) EXCEPT ALL SELECT * FROM read_parquet($y))"
+            if con.execute(q, {"x": str(x), "y": str(y)}).fetchall()[0][0]:
+                bad.append(f.stem)
+    return sorted(set(bad))
+
+
+def prepare(spec: str, tmp: Path) -> tuple[str, Path]:
+    from pipeline.normalize import normalize_file
+
+    norm = tmp / f"n{len(list(tmp.glob('n*')))}"
+    if spec.startswith("nsys:"):
+        from benchmarks.bench_ranks import generate_rank_sqlite
+
+        sqlite = tmp / f"{spec[5:]}.sqlite"
+        generate_rank_sqlite(sqlite, int(spec[5:]))
+        normalize_file(sqlite, norm)
+        return f"synthetic nsys, {int(spec[5:]):,} kernels", norm
+    normalize_file(Path(spec), norm)
+    return Path(spec).name, norm
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("inputs", nargs="*")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--child", nargs=3)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    print(provenance(sys.argv))
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for spec in args.inputs:
+            label, norm = prepare(spec, tmp)
+            runs: dict[str, list[dict]] = {"memory": [], "parquet": []}
+            for _ in range(args.reps):
+                for mode in runs:
+                    runs[mode].append(run_child(norm, tmp / mode, mode))
+            bad = same_outputs(tmp / "memory", tmp / "parquet")
+            cpu = {m: median([r["cpu"] for r in rs]) for m, rs in runs.items()}
+            rss = {m: median([r["rss_mb"] for r in rs]) for m, rs in runs.items()}
+            each = " ".join(f"{m} " + "/".join(f"{r['cpu']:.3f}" for r in rs) for m, rs in runs.items())
+            print(f"{label} ({runs['memory'][0]['input_rows']:,} input rows): {each}")
+            print(
+                f"{label}: median write CPU in memory {cpu['memory']:.3f} s, through Parquet {cpu['parquet']:.3f} s "
+                f"(memory/parquet {cpu['memory'] / cpu['parquet']:.2f}); peak RSS {rss['memory']:.0f} vs "
+                f"{rss['parquet']:.0f} MB; outputs equal: {'yes' if not bad else 'NO: ' + ', '.join(bad)}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""analyze's write loop: in memory (each view a table, copied to its file) and through Parquet (each view
+written, then read back) give the same files, row for row and type for type."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import duckdb
+
+from pipeline.analyze import SIZE_TABLES, connect, default_views, input_rows, write_views
+from pipeline.normalize import normalize_file
+from tests.conftest import SAMPLES, gunzip_to
+
+RESNET = SAMPLES / "h200_resnet18"  # nsys + PyTorch trace + ncu + module shapes: every view has rows
+TRAIN = SAMPLES / "h200_train_decoder"  # forward + backward + optimizer: the pass rules
+
+
+def _normalize(dest: Path) -> Path:
+    for capture, names in ((RESNET, ("nsys.sqlite.gz", "torch_trace.json.gz", "ncu_raw.csv.gz", "layer_shapes.json")),
+                           (TRAIN, ("nsys.sqlite.gz",))):  # fmt: skip
+        for name in names:
+            normalize_file(capture / name, dest, trace_id=f"{capture.name}.{name.split('.')[0]}")
+    return dest
+
+
+def _raw_kernels(tmp: Path) -> int:
+    """Kernels in the raw files, read without pipeline code (sqlite3, json)."""
+    n = 0
+    for capture in (RESNET, TRAIN):
+        sqlite = gunzip_to(capture / "nsys.sqlite.gz", tmp / f"{capture.name}.sqlite")
+        n += sqlite3.connect(sqlite).execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    events = json.loads(gzip.decompress((RESNET / "torch_trace.json.gz").read_bytes()))["traceEvents"]
+    return n + sum(1 for e in events if e.get("cat") == "kernel" and e.get("ph") == "X")
+
+
+def _differences(con: duckdb.DuckDBPyConnection, a: Path, b: Path) -> tuple[list, int, int]:
+    """Column names and types that differ, then rows of ``a`` not in ``b`` and of ``b`` not in ``a`` (as bags)."""
+    ta, tb = (con.execute("DESCRIBE SELECT * FROM read_parquet($p)", {"p": str(p)}).fetchall() for p in (a, b))
+    only = [
+        con.execute(
+            "SELECT count(*) FROM (SELECT * FROM read_parquet($x) EXCEPT ALL SELECT * FROM read_parquet($y))",
+            {"x": str(x), "y": str(y)},
+        ).fetchall()[0][0]
+        for x, y in ((a, b), (b, a))
+    ]
+    return [(x, y) for x, y in zip(ta, tb, strict=False) if x != y] + [len(ta) - len(tb)] * (len(ta) != len(tb)), *only
+
+
+def test_in_memory_and_through_parquet_write_the_same_files(tmp_path: Path) -> None:
+    norm = _normalize(tmp_path / "n")
+    views = [*default_views(), "kernel_sm_load"]  # and one written only on request
+    rows = {}
+    for mode in (True, False):
+        rows[mode] = write_views(
+            connect(norm, views=[]), tmp_path / str(mode), views, ("parquet", "csv"), in_memory=mode
+        )
+    assert rows[True] == rows[False]
+    con = duckdb.connect()
+    for view in views:
+        a, b = tmp_path / "True" / f"{view}.parquet", tmp_path / "False" / f"{view}.parquet"
+        assert _differences(con, a, b) == ([], 0, 0), view
+        csv = [sorted((tmp_path / str(m) / f"{view}.csv").read_text().splitlines()) for m in (True, False)]
+        assert csv[0] == csv[1], view
+    assert not [p for p in tmp_path.rglob(".*") if p.is_file()]  # no scratch or temporary file left
+    # the files hold the traces' kernels, counted in the raw files
+    assert rows[True]["kernel_layers"] == _raw_kernels(tmp_path) > 500
+    assert sum(1 for v in views if rows[True][v] > 0) >= len(views) - 3
+
+
+def test_input_rows_counts_the_gpu_operations_and_ranges(tmp_path: Path) -> None:
+    norm = tmp_path / "n"
+    normalize_file(RESNET / "nsys.sqlite.gz", norm)
+    sqlite = sqlite3.connect(gunzip_to(RESNET / "nsys.sqlite.gz", tmp_path / "r.sqlite"))
+    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS")
+    have = {t for (t,) in sqlite.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    counts = {t: sqlite.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables if t in have}
+    ranges = sqlite.execute("SELECT count(*) FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (59, 60)")
+    expected = sum(v for t, v in counts.items() if t != "NVTX_EVENTS") + ranges.fetchone()[0]
+    assert set(SIZE_TABLES) >= {"kernels", "memcpy", "memset", "nvtx_ranges"}
+    assert input_rows(connect(norm, views=[])) == expected > 100

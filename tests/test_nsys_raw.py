@@ -1,0 +1,171 @@
+"""nsys kernels and runtime calls read from raw columns and joined in Arrow (``nsys_raw``) equal what the
+one-query SQL (``nsys.kernels_sql`` / ``api_calls_sql``) gives, on every nsys capture in sample_traces, on
+every export layout of test_nsys_layouts, and on hand-made corner cases whose values are worked out below;
+where the raw reader cannot read an export exactly (a name column of mixed storage types) it steps aside
+and normalize's tables are the SQL's."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.normalize import normalize_file, nsys, nsys_raw
+from pipeline.schema import conform
+from pipeline.store import committed_file
+from tests.conftest import SAMPLES, gunzip_to
+from tests.test_nsys_layouts import LAYOUTS, build, schema_of
+
+CAPTURES = sorted(SAMPLES.glob("*/nsys.sqlite.gz")) + sorted((SAMPLES / "external").glob("*.sqlite.gz"))
+
+
+def _open(path: Path) -> nsys.Sqlite:
+    db = nsys.Sqlite(path, path)
+    nsys._usable_tables(db)
+    return db
+
+
+def _raw_and_sql(db: nsys.Sqlite, table: str) -> tuple[pa.Table, pa.Table]:
+    if table == "kernels":
+        raw, sql = nsys_raw.kernel_batches(db), nsys.kernels_sql(db, True)
+    else:
+        raw, sql = nsys_raw.api_call_batches(db), nsys.api_calls_sql(db, True)
+    want = conform(db.arrow(sql), table, "t")
+    got = [conform(pa.Table.from_batches([b]), table, "t") for b in raw]
+    return (pa.concat_tables(got) if got else want.slice(0, 0)), want
+
+
+def _assert_same(db: nsys.Sqlite, table: str) -> None:
+    got, want = _raw_and_sql(db, table)
+    assert got.num_rows == want.num_rows
+    for name in want.column_names:
+        assert got[name].to_pylist() == want[name].to_pylist(), (table, name)
+
+
+def _assert_both_same(path: Path) -> None:
+    """Kernels, and runtime calls where they are read as stored, equal both ways."""
+    db = _open(path)
+    try:
+        _assert_same(db, "kernels")
+        if nsys.api_calls_sql(db, True) is not None:
+            _assert_same(db, "api_calls")
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_raw_reads_equal_the_sql_on_every_sample_capture(tmp_path: Path, capture: Path) -> None:
+    _assert_both_same(gunzip_to(capture, tmp_path / "t.sqlite"))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_raw_reads_equal_the_sql_on_every_export_layout(tmp_path: Path, layout: str) -> None:
+    schema_of("2025.3", tmp_path)  # the real export whose enum rows the fixtures copy
+    _assert_both_same(build(layout, tmp_path))
+
+
+def _pid_tid(pid: int, tid: int) -> int:
+    return (pid << 24) | tid
+
+
+KERNEL_COLS = (
+    'start, "end", deviceId, contextId, streamId, correlationId, globalPid, demangledName, shortName, launchType, '
+    "gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory, dynamicSharedMemory, "
+    "localMemoryPerThread, graphNodeId"
+)
+
+
+def _corner_export(path: Path, name_values: list[object] | None = None) -> Path:
+    """Two processes (7, 8) that reuse correlation ids, a launch in both the runtime and the driver table,
+    calls without a thread, a kernel without a process, an unknown string id, enum values with and without
+    a label."""
+    db = sqlite3.connect(path)
+    db.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLS})")
+    for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        db.execute(f'CREATE TABLE {t} (start, "end", correlationId, globalTid, nameId, returnValue)')
+    db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    db.execute("CREATE TABLE ENUM_CUDA_KERNEL_LAUNCH_TYPE (id INTEGER, name TEXT, label TEXT)")
+    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(0, "cudaLaunchKernel"), (1, "cuLaunchKernel"), (2, "k2")])
+    db.executemany("INSERT INTO ENUM_CUDA_KERNEL_LAUNCH_TYPE VALUES (?, ?, ?)", [(1, "R", "Regular"), (2, "C", None)])
+    a7, b7, a8 = _pid_tid(7, 70), _pid_tid(7, 71), _pid_tid(8, 80)
+    runtime = [  # (start, end, correlationId, globalTid, nameId, returnValue)
+        (10, 20, 1, b7, 0, 0),  # corr 1 in process 7 from thread 71 ...
+        (11, 21, 1, a8, 0, 0),  # ... and in process 8 from thread 80
+        (12, 22, 2, None, 0, 0),  # corr 2: no thread here; the driver has it (thread 70)
+        (13, 23, None, a7, 0, 3),  # no correlation id
+        (14, 24, 4, b7, 1, 0),  # corr 4: thread 71 here, 70 in the driver: the smaller globalTid (70) wins
+    ]
+    driver = [(15, 25, 2, a7, 1, 0), (16, 26, 4, a7, 1, 0)]
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?, ?)", runtime)
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_DRIVER VALUES (?, ?, ?, ?, ?, ?)", driver)
+    names = name_values or [2, 2, 9, 2, 2, 2]
+    kernels = [  # start, end, corr, globalPid, demangledName, launchType
+        (100, 110, 1, _pid_tid(7, 0), names[0], 1),  # -> process 7 thread 71
+        (101, 111, 1, _pid_tid(8, 0), names[1], 2),  # -> process 8 thread 80; label NULL -> '2'
+        (102, 112, 2, _pid_tid(7, 0), names[2], 3),  # -> thread 70 (driver); name id 9 unknown; type 3 -> '3'
+        (103, 113, 4, _pid_tid(7, 0), names[3], 1),  # -> thread 70 (min of 71, 70)
+        (104, 114, 5, _pid_tid(7, 0), names[4], 1),  # corr 5 launched nowhere: no thread
+        (105, 115, 1, None, names[5], None),  # no process: no launch matches
+    ]
+    db.executemany(
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLS}) "
+        "VALUES (?, ?, 0, 0, 7, ?, ?, ?, 2, ?, 1, 1, 1, 32, 1, 1, 16, 0, 0, 0, ?)",
+        [(*k[:5], k[5], (3 << 32) | i) for i, k in enumerate(kernels)],
+    )
+    db.commit()
+    db.close()
+    return path
+
+
+def test_launching_thread_names_and_labels_on_corner_cases(tmp_path: Path) -> None:
+    path = _corner_export(tmp_path / "c.sqlite")
+    db = _open(path)
+    try:
+        got, _ = _raw_and_sql(db, "kernels")
+        _assert_same(db, "kernels")
+    finally:
+        db.close()
+    with sqlite3.connect(path) as con:  # runtime calls alone are read as stored (a driver table needs a sort)
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_DRIVER")
+    db = _open(path)
+    try:
+        calls, _ = _raw_and_sql(db, "api_calls")
+        _assert_same(db, "api_calls")
+    finally:
+        db.close()
+    assert calls["tid"].to_pylist() == [71, 80, None, 70, 71]
+    assert calls["name"].to_pylist() == ["cudaLaunchKernel"] * 4 + ["cuLaunchKernel"]
+    assert got["pid"].to_pylist() == [7, 8, 7, 7, 7, None]
+    assert got["tid"].to_pylist() == [71, 80, 70, 70, None, None]
+    assert got["name"].to_pylist() == ["k2", "k2", None, "k2", "k2", "k2"]
+    assert got["launch_type"].to_pylist() == ["Regular", "2", "3", "Regular", "Regular", None]
+    assert got["graph_id"].to_pylist() == [3] * 6
+
+
+def test_a_name_column_of_mixed_types_falls_back_to_the_sql(tmp_path: Path) -> None:
+    """Text where an id was expected: ADBC stops at the type change, the raw reader steps aside, and the
+    normalized kernels are the SQL's (names looked up where ids, inline where text)."""
+    (tmp_path / "cap").mkdir()
+    path = _corner_export(tmp_path / "cap" / "nsys.sqlite", [2, 2, 2, "inline name", 2, 2])
+    db = _open(path)
+    try:
+        with pytest.raises(nsys_raw.NotRaw):
+            _raw_and_sql(db, "kernels")
+    finally:
+        db.close()
+    out = tmp_path / "out"
+    normalize_file(path, out)
+    names = pq.read_table(committed_file(out, "cap.nsys", "kernels")).sort_by("kernel_id")["name"].to_pylist()
+    assert names == ["k2", "k2", "k2", "inline name", "k2", "k2"]
+
+
+def test_lookup_of_sparse_and_dense_ids() -> None:
+    for ids in ([0, 1, 2, 5], [-3, 10**12, 7]):
+        lookup = nsys_raw.Lookup(pa.array(ids, pa.int64()), pa.array([f"v{i}" for i in ids]))
+        probe = pa.array([*reversed(ids), None, 4, 10**13, -1], pa.int64())
+        assert lookup.take(probe).to_pylist() == [f"v{i}" for i in reversed(ids)] + [None] * 4
+    with pytest.raises(nsys_raw.NotRaw):  # sqlite's sub-select would pick either
+        nsys_raw.Lookup(pa.array([1, 1]), pa.array(["a", "b"]))
