@@ -108,7 +108,7 @@ def _side_rows(con: duckdb.DuckDBPyConnection, source: Path, trace: str | None) 
     try:
         if trace is None:
             return con.sql(sql).to_arrow_table()
-        return con.execute(f"SELECT * FROM ({sql}) WHERE trace_id = ?", [trace]).to_arrow_table()
+        return con.sql(f"SELECT * FROM ({sql}) WHERE trace_id = ?", params=[trace]).to_arrow_table()
     except duckdb.Error as e:  # an analysis folder from another tracepipe version lacks a column
         raise BadInputError(source, f"cannot compare its layers ({str(e).splitlines()[0]})") from e
 
