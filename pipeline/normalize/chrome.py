@@ -151,15 +151,15 @@ def _api_calls(runtime: pa.Table | None, driver: pa.Table | None) -> pa.Table | 
     return calls.append_column("call_id", pa.array(np.arange(calls.num_rows, dtype=np.int64)))
 
 
-def _ops(ops: pa.Table, py: pa.Table | None) -> pa.Table:
+def _ops(ops: pa.Table, py: pa.Table | None, con: duckdb.DuckDBPyConnection) -> pa.Table:
     ops = ops.sort_by([("start_ns", "ascending"), ("end_ns", "descending"), ("external_id", "ascending")])
     ops = ops.append_column("op_id", pa.array(np.arange(ops.num_rows, dtype=np.int64)))
     if py is not None and py.num_rows:
-        ops = ops.append_column("call_stack", call_stacks(ops, py))
+        ops = ops.append_column("call_stack", call_stacks(ops, py, con))
     return ops
 
 
-def _ranges(user: pa.Table | None, gpu: pa.Table | None) -> pa.Table | None:
+def _ranges(user: pa.Table | None, gpu: pa.Table | None, con: duckdb.DuckDBPyConnection) -> pa.Table | None:
     parts = []
     if user is not None:
         n = user.num_rows
@@ -189,7 +189,7 @@ def _ranges(user: pa.Table | None, gpu: pa.Table | None) -> pa.Table | None:
     # A stable sort: ranges with the same start and end keep file order, the first one the outer (docs/schema.md).
     ranges = ranges.sort_by([("start_ns", "ascending"), ("end_ns", "descending")])
     ranges = ranges.append_column("range_id", pa.array(np.arange(ranges.num_rows, dtype=np.int64)))
-    return with_nesting(ranges)
+    return with_nesting(ranges, con)
 
 
 def _devices(trace: msgspec.Struct) -> pa.Table | None:
@@ -252,7 +252,7 @@ def _decode_warnings(got: Collected) -> list[str]:
     return out
 
 
-def _without_duplicates(table: pa.Table) -> tuple[pa.Table, int]:
+def _without_duplicates(table: pa.Table, db: duckdb.DuckDBPyConnection) -> tuple[pa.Table, int]:
     """``table`` without events that appear more than once with every field equal (first kept), and how
     many were dropped.  A cheap check first: when a hash of the integer fields has no repeat, no two rows
     can be equal; only a table with repeats there pays for the exact comparison of every column."""
@@ -263,13 +263,12 @@ def _without_duplicates(table: pa.Table) -> tuple[pa.Table, int]:
             digest = (digest * np.uint64(0x100000001B3)) ^ values
     if len(pc.unique(pa.array(digest))) == table.num_rows:
         return table, 0
-    con = duckdb_connect()
-    con.register("t", table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int64))))
-    cols = ", ".join(f'"{c}"' for c in table.column_names)
-    kept = con.sql(
-        f"SELECT {cols} FROM t QUALIFY row_number() OVER (PARTITION BY {cols} ORDER BY _row) = 1 ORDER BY _row"
-    ).to_arrow_table()
-    con.close()
+    with db.cursor() as con:
+        con.register("t", table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int64))))
+        cols = ", ".join(f'"{c}"' for c in table.column_names)
+        kept = con.sql(
+            f"SELECT {cols} FROM t QUALIFY row_number() OVER (PARTITION BY {cols} ORDER BY _row) = 1 ORDER BY _row"
+        ).to_arrow_table()
     return kept.cast(table.schema), table.num_rows - kept.num_rows
 
 
@@ -303,25 +302,30 @@ def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
             + ")",
         )
     warnings = _decode_warnings(got)
-    dropped = {}
-    for group, table in tables.items():
-        if table is not None and group != "python_function":
-            tables[group], dropped[group] = _without_duplicates(table)
-    if any(dropped.values()):
-        warnings.append(f"exact duplicate events counted once: {_counts({g: n for g, n in dropped.items() if n})}")
-    if tables["kernel"] is None:
-        warnings.append("no GPU kernel events in the trace (CPU-only profile, or CUDA activity not recorded)")
-
-    con = duckdb_connect()
-    # Ops and their call stacks (the longest step: DuckDB and Arrow, which release the GIL) are built in a
-    # thread while this one does the other tables and their Parquet writes: on 2 cores they overlap.
-    with ThreadPoolExecutor(1, thread_name_prefix="chrome-ops") as pool:
-        ops = pool.submit(_ops, tables["cpu_op"], tables["python_function"]) if tables["cpu_op"] is not None else None
-        try:
+    # One database for every query of this trace: each step its own cursor (free; a database costs ~20 ms
+    # of CPU to open and close), one thread each (the ops thread and this one already use two cores).
+    con = duckdb_connect({"threads": "1"})
+    try:
+        dropped = {}
+        for group, table in tables.items():
+            if table is not None and group != "python_function":
+                tables[group], dropped[group] = _without_duplicates(table, con)
+        if any(dropped.values()):
+            warnings.append(f"exact duplicate events counted once: {_counts({g: n for g, n in dropped.items() if n})}")
+        if tables["kernel"] is None:
+            warnings.append("no GPU kernel events in the trace (CPU-only profile, or CUDA activity not recorded)")
+        # Ops and their call stacks (the longest step: DuckDB and Arrow, which release the GIL) are built in a
+        # thread while this one does the other tables and their Parquet writes: on 2 cores they overlap.
+        # The ops thread gets a cursor made here (a connection is used by one thread at a time); the pool
+        # is left (its thread done) before that cursor closes.
+        with con.cursor() as ops_con, ThreadPoolExecutor(1, thread_name_prefix="chrome-ops") as pool:
+            ops = None
+            if tables["cpu_op"] is not None:
+                ops = pool.submit(_ops, tables["cpu_op"], tables["python_function"], ops_con)
             _write_tables(con, tables, writer, ops)
-        finally:
-            con.close()
-    ranges = _ranges(tables["user_annotation"], tables["gpu_user_annotation"])
+        ranges = _ranges(tables["user_annotation"], tables["gpu_user_annotation"], con)
+    finally:
+        con.close()
     if ranges is not None:
         writer.write("nvtx_ranges", ranges)
     devices = _devices(trace)

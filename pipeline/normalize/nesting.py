@@ -3,7 +3,10 @@ and the Python call stack of each chrome-trace op by the same innermost-open rul
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -11,16 +14,32 @@ import pyarrow.compute as pc
 
 from pipeline.lean import duckdb_connect
 
+if TYPE_CHECKING:
+    import duckdb
+
 _SQL = resources.files("pipeline.normalize").joinpath("sql/nvtx_nesting.sql").read_text()
 _STACKS_SQL = resources.files("pipeline.normalize").joinpath("sql/call_stacks.sql").read_text()
 
 
-def with_nesting(ranges: pa.Table) -> pa.Table:
-    """``ranges`` with ``depth`` and ``parent_id`` filled for push/pop ranges.
+@contextmanager
+def _session(
+    db: duckdb.DuckDBPyConnection | None, config: dict[str, str] | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection of its own for one computation: a cursor of ``db`` when the caller has a database open
+    (a cursor costs nothing; a new database ~20 ms of CPU to open and close), else a new in-memory one.
+    Its registered tables and temp tables are its own, and go when it closes."""
+    con = db.cursor() if db is not None else duckdb_connect(config)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def with_nesting(ranges: pa.Table, db: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """``ranges`` with ``depth`` and ``parent_id`` filled for push/pop ranges (``db``: see ``_session``).
 
     Start/end ranges may overlap freely, so they get depth 0 and no parent.
     """
-    con = duckdb_connect()
     cols = ["range_id", "kind", "pid", "tid", "start_ns", "end_ns"]
     view = ranges.select(cols)
     domain = (
@@ -28,9 +47,9 @@ def with_nesting(ranges: pa.Table) -> pa.Table:
         if "domain" in ranges.column_names
         else pa.nulls(ranges.num_rows, pa.string())
     )
-    con.register("ranges", view.append_column("domain", domain))
-    nest = con.sql(_SQL).to_arrow_table()
-    con.close()
+    with _session(db) as con:
+        con.register("ranges", view.append_column("domain", domain))
+        nest = con.sql(_SQL).to_arrow_table()
     out = ranges.drop_columns([c for c in ("depth", "parent_id") if c in ranges.column_names])
     joined = out.join(nest, "range_id", join_type="left outer")
     depth = pc.if_else(pc.is_null(joined["depth"]), pa.scalar(0, pa.int32()), joined["depth"].cast(pa.int32()))
@@ -51,35 +70,33 @@ def _thread_keys(frames: pa.Table, ops: pa.Table) -> tuple[pa.Array, pa.Array]:
     return key.slice(0, frames.num_rows), key.slice(frames.num_rows)
 
 
-def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
+def call_stacks(ops: pa.Table, frames: pa.Table, db: duckdb.DuckDBPyConnection | None = None) -> pa.Array:
     """For each op (in ``ops`` order): the python_function ``frames`` open on its thread at its start,
-    outermost first, ';'-joined; null where none is (the rule: sql/call_stacks.sql's header)."""
+    outermost first, ';'-joined; null where none is (the rule: sql/call_stacks.sql's header).
+    ``db``: see ``_session``; without one, a database of one thread (it runs beside normalize_chrome's writes)."""
     frame_thread, op_thread = _thread_keys(frames, ops)
-    con = duckdb_connect({"threads": "1"})  # it runs beside the other tables' writes (normalize_chrome)
-    con.register(
-        "frames",
-        pa.table(
-            {
-                "frame": np.arange(frames.num_rows, dtype=np.int64),
-                "thread": frame_thread,
-                "pid": pc.fill_null(frames["pid"], -1),
-                "start_ns": frames["start_ns"],
-                "end_ns": frames["end_ns"],
-                "python_id": frames["python_id"],
-                "python_parent_id": frames["python_parent_id"],
-            }
-        ),
-    )
-    con.register(
-        "points",
-        pa.table({"op": np.arange(ops.num_rows, dtype=np.int64), "thread": op_thread, "t": ops["start_ns"]}),
-    )
-    try:
+    with _session(db, {"threads": "1"}) as con:
+        con.register(
+            "frames",
+            pa.table(
+                {
+                    "frame": np.arange(frames.num_rows, dtype=np.int64),
+                    "thread": frame_thread,
+                    "pid": pc.fill_null(frames["pid"], -1),
+                    "start_ns": frames["start_ns"],
+                    "end_ns": frames["end_ns"],
+                    "python_id": frames["python_id"],
+                    "python_parent_id": frames["python_parent_id"],
+                }
+            ),
+        )
+        con.register(
+            "points",
+            pa.table({"op": np.arange(ops.num_rows, dtype=np.int64), "thread": op_thread, "t": ops["start_ns"]}),
+        )
         con.execute(_STACKS_SQL)
         per_op = con.sql("SELECT op, stack FROM call_stacks").to_arrow_table()
         stacks = con.sql("SELECT frames FROM stack_frames ORDER BY stack").to_arrow_table()["frames"].combine_chunks()
-    finally:
-        con.close()
     names = frames["name"].combine_chunks().take(stacks.values)
     if pa.types.is_dictionary(names.type):
         names = names.dictionary_decode()
