@@ -176,3 +176,23 @@ def test_links_cross_threads_and_a_repeated_id_means_its_first_frame(tmp_path: P
         op("after_hook", 40, 2, tid=2),
     ]
     assert stacks(tmp_path, events) == {"in_hook": "step;run_backward;hook", "after_hook": "step;run_backward"}
+
+
+def test_chrome_normalize_opens_one_duckdb_database_per_trace(tmp_path: Path, monkeypatch) -> None:
+    # A DuckDB database costs ~20 ms of CPU to open and close (benchmarks/results/bench_chrome_i16.txt): chrome
+    # normalize opens one per trace and gives each step (call stacks, NVTX nesting, duplicate check) a cursor of it.
+    from pipeline.normalize import chrome, nesting
+
+    opened: list[str] = []
+    for module in (chrome, nesting):
+        real = module.duckdb_connect
+        monkeypatch.setattr(
+            module,
+            "duckdb_connect",
+            lambda config=None, real=real, name=module.__name__: opened.append(name) or real(config),
+        )
+    trace = SAMPLES / "external" / "tracelens_mi300_resnet_act_checkpoint.json.gz"
+    rows = normalize_file(trace, tmp_path / "out").rows
+    stacks = q(tmp_path / "out", "SELECT count(call_stack) FROM ops")[0][0]
+    assert rows["nvtx_ranges"] == 45 and stacks > 0  # both steps that used to open their own ran
+    assert opened == ["pipeline.normalize.chrome"]

@@ -114,3 +114,15 @@ def test_a_child_that_fails_is_a_tool_error_naming_the_input(tmp_path: Path, mon
     monkeypatch.setattr(nsys, "_child_command", lambda args: ["false"])  # exits 1 without a word
     with pytest.raises(RuntimeError, match=r"writing the kernels of .*nsys\.sqlite: the process writing the kernels"):
         normalize_file(path, tmp_path / "out")
+
+
+def test_inside_a_worker_process_the_kernels_are_written_in_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A normalize --jobs worker (or a Dask worker) has siblings on the other cores: no child of its own."""
+    path = _sqlite(tmp_path)
+    monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
+    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys.multiprocessing, "parent_process", lambda: object())
+    monkeypatch.setattr(nsys, "_child_command", lambda args: pytest.fail("started a kernels child in a worker"))
+    normalize_file(path, tmp_path / "out")
+    kernels, _ = _expected(path)
+    assert _got(tmp_path / "out", "kernels", "kernel_id") == kernels

@@ -18,6 +18,7 @@ import pytest
 from pipeline.analyze import connect, view_files, write_views
 from pipeline.report.browser_check import overflows
 from pipeline.report.build import build_report
+from pipeline.report.tables import kernel_table
 from tests.test_cli import tp
 
 SM_COUNT = 132  # H200
@@ -235,6 +236,21 @@ def test_terminal_summary_fits_40_lines_for_many_traces(analysis: Path, tmp_path
     assert sorted(j["traces"]) == ids and all(len(t["top_layers"]) == 5 for t in j["traces"].values())
     # 12 links in the nav bar: they wrap inside the page instead of running past the 8th
     assert overflows(tmp_path / "r" / "report.html") == []
+
+
+def test_kernel_table_orders_equal_times_by_first_launch() -> None:
+    """Kernels of one layer with equal GPU time are listed in launch order, the same on every run."""
+    names = [f"k{i:02d}" for i in range(40)]
+    launch_order = names[::-1]  # not the names' order, nor any hash order
+    k = pl.DataFrame(
+        {
+            "path": ["model/layer"] * 80,
+            "short_name": launch_order * 2,
+            "duration_ns": [500] * 80,
+            "start_ns": list(range(80)),
+        }
+    )
+    assert kernel_table(k)["short_name"].to_list() == launch_order
 
 
 def test_terminal_summary_cuts_past_40_lines() -> None:

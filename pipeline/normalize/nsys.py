@@ -570,7 +570,8 @@ def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) ->
     pyarrow alone starts native threads (jemalloc's background thread, Arrow's), which ``threading`` does not
     see, and a fork copies only the calling thread, so a lock one of them held would stay held in the child."""
     count = db.column(f"SELECT max(rowid) FROM {KERNEL_TABLE}")[0] or 0
-    parallel = forked.cores() > 1 and not multiprocessing.current_process().daemon
+    # Not inside a worker process (normalize --jobs, a Dask worker): its siblings already use the other cores.
+    parallel = forked.cores() > 1 and multiprocessing.parent_process() is None
     if count < PARALLEL_MIN_KERNELS or not parallel:
         _write_kernels(db, writer)
         return lambda: None

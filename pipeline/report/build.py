@@ -23,7 +23,7 @@ import polars as pl
 from pipeline import console
 from pipeline.report import detail, tables
 from pipeline.report.data import Views, load
-from pipeline.report.html import Col, Page, image, integer, known, na, pct, si, table, us
+from pipeline.report.html import Col, Page, block, image, integer, known, kpis, na, note, pct, si, table, us
 from pipeline.report.html import name as cut_name
 
 TOP_N = 5
@@ -167,15 +167,16 @@ class _TraceBuilder:
             _records(self.by_path.head(TOP_N), ["path", "layer", "kernels", "gpu_time_ns", "share_pct"]),
             _records(tables.top_kernels(self.k, TOP_N), ["short_name", "launches", "gpu_time_ns", "share_pct"]),
         )
-        kpis = [
-            ("kernels", f"{self.k.height:,}"),
-            ("GPU time (sum of kernels)", f"{total / 1e3:,.1f} µs"),
-            ("layer paths", f"{self.by_path.filter(pl.col('path') != tables.OUTSIDE).height}"),
-            ("distinct kernels", f"{self.k['short_name'].n_unique()}"),
-            ("outside every range", f"{100 * outside / max(total, 1):.1f}%"),
-        ]
         self.parts.append(
-            "".join(f'<span class="kpi"><b>{_html.escape(val)}</b>{_html.escape(key)}</span>' for key, val in kpis)
+            kpis(
+                [
+                    ("kernels", f"{self.k.height:,}"),
+                    ("GPU time (sum of kernels)", f"{total / 1e3:,.1f} µs"),
+                    ("layer paths", f"{self.by_path.filter(pl.col('path') != tables.OUTSIDE).height}"),
+                    ("distinct kernels", f"{self.k['short_name'].n_unique()}"),
+                    ("outside every range", f"{100 * outside / max(total, 1):.1f}%"),
+                ]
+            )
         )
 
     def layers(self) -> None:
@@ -191,17 +192,18 @@ class _TraceBuilder:
         training, passes = detail.pass_split(self.by_path)
         cols = LAYER_COLS if training else [c for c in LAYER_COLS if not c.name.endswith("_gpu_time_ns")]
         self.parts.append(
-            "<h3>GPU time per layer</h3>"
-            + img
-            + passes
-            + table(self.by_path, cols, max_rows=tables.MAX_TABLE_ROWS)
-            + (na(f"MACs and achieved MAC/s: {macs}") if macs else "")
-            + (
-                ""
+            block(
+                "GPU time per layer",
+                img,
+                passes,
+                table(self.by_path, cols, max_rows=tables.MAX_TABLE_ROWS),
+                na(f"MACs and achieved MAC/s: {macs}")
                 if macs
-                else '<p class="note">MACs (analytic) "—": the shape model counts GEMM MACs of Conv and Linear '
-                "layers only; batch-norm, activations, pooling and containers have no analytic count (not 0). "
-                "measured MACs are ncu's FMA + tensor MACs of the layer's kernels, elementwise work included.</p>"
+                else note(
+                    'MACs (analytic) "—": the shape model counts GEMM MACs of Conv and Linear layers only; '
+                    "batch-norm, activations, pooling and containers have no analytic count (not 0). measured MACs "
+                    "are ncu's FMA + tensor MACs of the layer's kernels, elementwise work included."
+                ),
             )
         )
 
@@ -214,36 +216,41 @@ class _TraceBuilder:
             self.parts.append(detail.kernel_names(self.v, self.trace))
             return
         kt = tables.kernel_table(self.k)
-        notes = []
-        if "geometry" in self.v.unavailable and "threads" in kt.columns:
-            notes.append("threads/launch = gridDim × blockDim products of kernel_layers (view kernel_geometry missing)")
-        if occ:
-            notes.append(f"occupancy and limiter: {occ}")
+        threads_from_dims = "geometry" in self.v.unavailable and "threads" in kt.columns
         self.parts.append(
-            "<h3>Kernels per layer</h3>"
-            + table(kt, KERNEL_COLS, group="path", max_rows=tables.MAX_TABLE_ROWS)
-            + "".join(na(n) if "not available" in n else f'<p class="note">{_html.escape(n)}</p>' for n in notes)
+            block(
+                "Kernels per layer",
+                table(kt, KERNEL_COLS, group="path", max_rows=tables.MAX_TABLE_ROWS),
+                note("threads/launch = gridDim × blockDim products of kernel_layers (view kernel_geometry missing)")
+                if threads_from_dims
+                else "",
+                na(f"occupancy and limiter: {occ}") if occ else "",
+            )
         )
 
     def sm_load(self) -> None:
         from pipeline.report.plots import sm_heatmap
 
         load_ = tables.sm_load(self.v, self.trace, self.by_path["path"].to_list())
-        self.parts.append("<h3>Load per SM</h3>")
         if load_ is None:
             reason = self.v.unavailable.get("sm_load", "not available (no layer_sm_load rows for this trace)")
             self.rep.sections["sm_load"] = reason
-            self.parts.append(na(reason) + detail.sm_spread(self.v, self.trace))
+            self.parts.append(block("Load per SM", missing=reason) + detail.sm_spread(self.v, self.trace))
             return
         self.rep.sections["sm_load"] = "drawn"
         self.parts.append(
-            self._png("sm_load", sm_heatmap(load_, self.trace), "SM load heatmap")
-            + f'<p class="note">Model, not measurement: each SM\'s {_html.escape(load_.value_name)} from '
-            "layer_sm_load's round-robin dispatch estimate, on one absolute (log) scale for every layer so layers "
-            "compare; black = no block assigned. The left-to-right steps are the model's dispatch order, not "
-            "measured imbalance.</p>" + table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS)
+            block(
+                "Load per SM",
+                self._png("sm_load", sm_heatmap(load_, self.trace), "SM load heatmap"),
+                note(
+                    f"Model, not measurement: each SM's {load_.value_name} from layer_sm_load's round-robin dispatch "
+                    "estimate, on one absolute (log) scale for every layer so layers compare; black = no block "
+                    "assigned. The left-to-right steps are the model's dispatch order, not measured imbalance."
+                ),
+                table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS),
+            )
+            + detail.sm_spread(self.v, self.trace)
         )
-        self.parts.append(detail.sm_spread(self.v, self.trace))
 
     def steps_and_memory(self) -> None:
         self.parts.append(detail.steps(self.v, self.trace) + detail.memory_ops(self.v, self.trace))
@@ -261,11 +268,15 @@ class _TraceBuilder:
             "(sum of durations / span)."
         )
         self.parts.append(
-            "<h3>GPU timeline of one iteration</h3>"
-            + self._png("timeline", timeline(w, self.colours, self.trace), "GPU timeline")
-            + f"<p>{_html.escape(caption)}</p>"
-            + '<p class="note">Top lanes: NVTX ranges drawn over the GPU span of the kernels they launched; '
-            "bottom lanes: kernels per stream, coloured by the layer that launched them.</p>"
+            block(
+                "GPU timeline of one iteration",
+                self._png("timeline", timeline(w, self.colours, self.trace), "GPU timeline"),
+                f"<p>{_html.escape(caption)}</p>",
+                note(
+                    "Top lanes: NVTX ranges drawn over the GPU span of the kernels they launched; bottom lanes: "
+                    "kernels per stream, coloured by the layer that launched them."
+                ),
+            )
         )
 
     def stages(self) -> list[_Stage]:

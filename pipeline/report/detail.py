@@ -19,7 +19,7 @@ import re
 import polars as pl
 
 from pipeline.report.data import Views
-from pipeline.report.html import Col, integer, na, pct, si, table, us
+from pipeline.report.html import Col, block, integer, kpis, note, pct, si, table, us
 from pipeline.report.html import name as cut_name
 
 MAX_NAME_ROWS = 25  # kernels by name: the top ones by time (the Parquet has all)
@@ -40,10 +40,6 @@ def nbytes(x: object) -> str:
 def capture_of(trace_id: str) -> str:
     """The capture a trace belongs to: its id without the last '.'-part (layer_macs' and the views' rule)."""
     return re.sub(r"\.[^.]*$", "", trace_id)
-
-
-def _note(text: str) -> str:
-    return f'<p class="note">{_html.escape(text)}</p>'
 
 
 def _rows(v: Views, section: str, col: str, value: str) -> pl.DataFrame | None:
@@ -104,16 +100,17 @@ def kernel_stats(v: Views, trace: str) -> str | None:
             else "No ncu run of this capture matched these kernels: the measured column is blank."
         )
     )
-    return (
-        "<h3>Kernels per layer: time</h3>"
-        + table(df, KERNEL_TIME_COLS, group="path", max_rows=200)
-        + _note(
+    return block(
+        "Kernels per layer: time",
+        table(df, KERNEL_TIME_COLS, group="path", max_rows=200),
+        note(
             "Median and stddev per layer, kernel and launch shape; stddev is the sample standard deviation "
             "(n − 1, as nsys), blank for one launch."
-        )
-        + "<h3>Kernels per layer: how each fills the GPU</h3>"
-        + table(df, KERNEL_FILL_COLS, group="path", max_rows=200)
-        + _note(fill_note)
+        ),
+    ) + block(
+        "Kernels per layer: how each fills the GPU",
+        table(df, KERNEL_FILL_COLS, group="path", max_rows=200),
+        note(fill_note),
     )
 
 
@@ -133,18 +130,18 @@ NAME_COLS = [
 def kernel_names(v: Views, trace: str) -> str:
     df = _rows(v, "kernel_names", "trace_id", trace)
     if df is None:
-        return "<h3>Kernels by name</h3>" + na(v.unavailable.get("kernel_names", "not available"))
+        return block("Kernels by name", missing=v.unavailable.get("kernel_names", "not available"))
     if "short_name" not in df.columns:
         df = df.with_columns(pl.col("name").alias("short_name"))
     df = df.sort(["total_ns", "name"], descending=[True, False])
-    return (
-        "<h3>Kernels by name (as nsys cuda_gpu_kern_sum)</h3>"
-        + table(df, NAME_COLS, max_rows=MAX_NAME_ROWS)
-        + _note(
+    return block(
+        "Kernels by name (as nsys cuda_gpu_kern_sum)",
+        table(df, NAME_COLS, max_rows=MAX_NAME_ROWS),
+        note(
             "One row per demangled name, as `nsys stats --report cuda_gpu_kern_sum` groups (the Name column shows "
             "the short name; the cell's tooltip the full one). Med: median (mean of the middle two for an even "
             "count); StdDev: sample standard deviation (n − 1), blank for one instance."
-        )
+        ),
     )
 
 
@@ -156,21 +153,17 @@ def pass_split(by_path: pl.DataFrame) -> tuple[bool, str]:
     fwd, bwd, opt = (int(by_path[c].sum() or 0) for c in cols)
     total = int(by_path["gpu_time_ns"].sum() or 0)
     if bwd == 0 and opt == 0:
-        return False, _note(
+        return False, note(
             "Every kernel launched inside a layer range ran in the forward pass (no backward or optimizer kernels)."
         )
     parts = [("forward", fwd), ("backward", bwd), ("optimizer", opt), ("outside every range", total - fwd - bwd - opt)]
-    kpis = "".join(
-        f'<span class="kpi"><b>{n / 1e3:,.1f} µs</b>{_html.escape(name)} ({100 * n / max(total, 1):.1f}%)</span>'
-        for name, n in parts
-    )
-    return True, (
-        "<h3>GPU time by pass</h3>"
-        + kpis
-        + _note(
+    return True, block(
+        "GPU time by pass",
+        kpis((f"{name} ({100 * n / max(total, 1):.1f}%)", f"{n / 1e3:,.1f} µs") for name, n in parts),
+        note(
             "Per layer in the table below: backward kernels count for the forward layer with the same autograd "
             "sequence number, optimizer kernels for the optimizer range (sql/gpu_op_layers.sql)."
-        )
+        ),
     )
 
 
@@ -194,23 +187,23 @@ STEP_COLS = [
 
 def steps(v: Views, trace: str) -> str:
     df = _rows(v, "steps", "trace_id", trace)
-    head = "<h3>GPU idle and launch gaps per step</h3>"
+    head = "GPU idle and launch gaps per step"
     if df is None:
-        return head + na(v.unavailable.get("steps", "not available"))
+        return block(head, missing=v.unavailable.get("steps", "not available"))
     if df.height == 0:
-        return head + na("not available (no GPU operations in this trace)")
+        return block(head, missing="not available (no GPU operations in this trace)")
     whole = df["step"].max() == 0
-    return (
-        head
-        + table(df.sort("step", "device_id"), STEP_COLS, max_rows=50)
-        + _note(
+    return block(
+        head,
+        table(df.sort("step", "device_id"), STEP_COLS, max_rows=50),
+        note(
             ("No step range (ProfilerStep#N or step) in this trace: one row for the whole trace. " if whole else "")
             + "Wall: from the step range's CPU start to the later of its end and its last GPU operation's end. "
             "Busy: union of every kernel, memcpy and memset on the device in that window; idle = wall − busy. "
             "A gap before an operation that was already launched when the GPU went idle is a launch gap (HTA's "
             "kernel wait: launch overhead, what CUDA graphs remove); every other gap, the first and last included, "
             "is host wait (the CPU had not launched the work yet). Rule: sql/step_gpu_idle.sql."
-        )
+        ),
     )
 
 
@@ -227,19 +220,19 @@ MEMOP_COLS = [
 
 def memory_ops(v: Views, trace: str) -> str:
     df = _rows(v, "memory_ops", "trace_id", trace)
-    head = "<h3>Memory operations per layer</h3>"
+    head = "Memory operations per layer"
     if df is None:
-        return head + na(v.unavailable.get("memory_ops", "not available"))
+        return block(head, missing=v.unavailable.get("memory_ops", "not available"))
     if df.height == 0:
-        return head + _note("No memcpy or memset in this trace.")
+        return block(head, note("No memcpy or memset in this trace."))
     df = df.with_columns(pl.col("path").fill_null(OUTSIDE)).sort(["duration_ns", "path"], descending=[True, False])
-    return (
-        head
-        + table(df, MEMOP_COLS, max_rows=100)
-        + _note(
+    return block(
+        head,
+        table(df, MEMOP_COLS, max_rows=100),
+        note(
             "memcpy per direction and memset, attributed like kernels (the range enclosing the launching call); "
             "GB/s = bytes / GPU time."
-        )
+        ),
     )
 
 
@@ -279,8 +272,8 @@ def sm_spread(v: Views, trace: str) -> str:
     """The measured spread of the ncu traces of ``trace``'s capture, beside the modelled heatmap."""
     df = _rows(v, "sm_spread", "capture_id", capture_of(trace))
     if df is None or df.height == 0:
-        return _note("Measured per-SM spread: no ncu run with per-SM counters in this trace's capture.")
-    return "<h3>Measured per-SM spread (ncu)</h3>" + _spread_tables(df) + _note(SPREAD_NOTE)
+        return note("Measured per-SM spread: no ncu run with per-SM counters in this trace's capture.")
+    return block("Measured per-SM spread (ncu)", _spread_tables(df), note(SPREAD_NOTE))
 
 
 def ncu_only_section(v: Views) -> tuple[str, str, str] | None:
@@ -295,7 +288,7 @@ def ncu_only_section(v: Views) -> tuple[str, str, str] | None:
     return (
         "ncu-sm-spread",
         "Measured per-SM spread of ncu-only captures",
-        _note("ncu captures without an nsys or PyTorch trace beside them: their measured per-SM spread per kernel.")
+        note("ncu captures without an nsys or PyTorch trace beside them: their measured per-SM spread per kernel.")
         + _spread_tables(df)
-        + _note(SPREAD_NOTE),
+        + note(SPREAD_NOTE),
     )

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from pipeline import console
 from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError
-from pipeline.report.html import Col, image, integer, pct, si, table, us
+from pipeline.report.html import Col, block, image, integer, note, pct, si, table, us
 
 COMPARE_DIR = SQL_DIR / "compare"
 OUTSIDE = "(outside ranges)"
@@ -108,7 +108,7 @@ def _side_rows(con: duckdb.DuckDBPyConnection, source: Path, trace: str | None) 
     try:
         if trace is None:
             return con.sql(sql).to_arrow_table()
-        return con.execute(f"SELECT * FROM ({sql}) WHERE trace_id = ?", [trace]).to_arrow_table()
+        return con.sql(f"SELECT * FROM ({sql}) WHERE trace_id = ?", params=[trace]).to_arrow_table()
     except duckdb.Error as e:  # an analysis folder from another tracepipe version lacks a column
         raise BadInputError(source, f"cannot compare its layers ({str(e).splitlines()[0]})") from e
 
@@ -362,25 +362,29 @@ def section_html(a: Side, b: Side, d: pl.DataFrame, png: bytes) -> str:
         pl.col("path").fill_null(OUTSIDE), pl.col("status").replace({"only_a": "A only", "only_b": "B only"})
     )
     parts = ["<p>" + "<br>".join(_html.escape(x) for x in headline(a, b, t)) + "</p>", image(png, "GPU time change")]
-    parts.append("<h3>Moved most: |B − A|</h3>" + table(label(moved_most(d, "abs", 20)), cols))
+    parts.append(block("Moved most: |B − A|", table(label(moved_most(d, "abs", 20)), cols)))
     rel = moved_most(d, "rel", 10)
     parts.append(
-        "<h3>Moved most relatively: B / A</h3>"
-        + (table(label(rel), cols) if rel.height else "<p>no layer on both sides with >= 1% of GPU time</p>")
-        + '<p class="note">Relative ranking over layers on both sides with at least 1% of either side\'s GPU '
-        "time: smaller layers' ratios are noise.</p>"
+        block(
+            "Moved most relatively: B / A",
+            table(label(rel), cols) if rel.height else "<p>no layer on both sides with >= 1% of GPU time</p>",
+            note(
+                "Relative ranking over layers on both sides with at least 1% of either side's GPU time: smaller "
+                "layers' ratios are noise."
+            ),
+        )
     )
-    parts.append(
-        "<h3>Every layer path</h3>"
-        + table(label(d.filter(pl.col("pass") == "all").sort("path", nulls_last=True)), cols, max_rows=300)
-    )
+    every = d.filter(pl.col("pass") == "all").sort("path", nulls_last=True)
+    parts.append(block("Every layer path", table(label(every), cols, max_rows=300)))
     for p in ("forward", "backward", "optimizer"):
         rows = d.filter(pl.col("pass") == p)
         if rows.height:
-            parts.append(f"<h3>{p.capitalize()} pass: moved most</h3>" + table(label(rows.head(15)), cols))
+            parts.append(block(f"{p.capitalize()} pass: moved most", table(label(rows.head(15)), cols)))
     parts.append(
-        '<p class="note">Paths match by their full NVTX range path; GPU time is the sum of the durations of the '
-        "kernels whose innermost range is the path (layer_summary); MAC/s = analytic MACs / GPU time where layer "
-        "shapes were captured. Rows: sql/compare/layer_diff.sql.</p>"
+        note(
+            "Paths match by their full NVTX range path; GPU time is the sum of the durations of the kernels whose "
+            "innermost range is the path (layer_summary); MAC/s = analytic MACs / GPU time where layer shapes were "
+            "captured. Rows: sql/compare/layer_diff.sql."
+        )
     )
     return "".join(parts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -105,6 +105,24 @@ def image(png: bytes, alt: str) -> str:
 
 def na(reason: str) -> str:
     return f'<p class="na">{html.escape(reason)}</p>'
+
+
+def note(text: str) -> str:
+    """A grey line saying how to read the table or figure above it (``text`` is plain text)."""
+    return f'<p class="note">{html.escape(text)}</p>'
+
+
+def kpis(pairs: Iterable[tuple[str, str]]) -> str:
+    """Headline figures side by side: (label, value) each, the value large above its label."""
+    return "".join(
+        f'<span class="kpi"><b>{html.escape(value)}</b>{html.escape(label)}</span>' for label, value in pairs
+    )
+
+
+def block(head: str, *body: str, missing: str | None = None) -> str:
+    """One block of a report section: its ``head`` (<h3>), then its ``body`` (tables, figures, notes), or, when
+    its data is not there, ``missing``: why ("not available (view X missing)")."""
+    return f"<h3>{html.escape(head)}</h3>" + (na(missing) if missing is not None else "".join(body))
 
 
 @dataclass

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.report.html import Col, integer, table, us
+from pipeline.report.html import Col, block, integer, note, table, us
 
 OUTSIDE = "(outside ranges)"
 #: layer rows in the heatmap and the tables (the Parquet beside the report has them all)
@@ -145,12 +145,18 @@ def section(r: Ranks) -> tuple[str, bytes]:
     body = (
         f"<p>{_html.escape(lead)}</p>"
         + image(png, "ranks: GPU time per rank and layer")
-        + f"<h3>Spread across ranks per layer (widest {TOP_LAYERS}: layer_rank_spread)</h3>"
-        + table(label(r.spread), SPREAD_COLS, max_rows=TOP_LAYERS)
-        + "<h3>Straggler rank per layer (most excess first: layer_stragglers)</h3>"
-        + table(label(r.stragglers), STRAGGLER_COLS, max_rows=TOP_LAYERS)
-        + '<p class="note">Every trace of the folder counts as one rank (trace_meta.rank); excess = the slowest '
-        "rank's GPU time − the median rank's, about what the other ranks wait at the next collective. A path "
-        "a rank never ran is left out of that path's statistics, not counted as 0.</p>"
+        + block(
+            f"Spread across ranks per layer (widest {TOP_LAYERS}: layer_rank_spread)",
+            table(label(r.spread), SPREAD_COLS, max_rows=TOP_LAYERS),
+        )
+        + block(
+            "Straggler rank per layer (most excess first: layer_stragglers)",
+            table(label(r.stragglers), STRAGGLER_COLS, max_rows=TOP_LAYERS),
+            note(
+                "Every trace of the folder counts as one rank (trace_meta.rank); excess = the slowest rank's GPU "
+                "time − the median rank's, about what the other ranks wait at the next collective. A path a rank "
+                "never ran is left out of that path's statistics, not counted as 0."
+            ),
+        )
     )
     return body, png

@@ -115,8 +115,9 @@ def kernel_table(k: pl.DataFrame) -> pl.DataFrame:
         .agg(aggs)
         .with_columns((100.0 * pl.col("gpu_time_ns") / total).alias("share_pct"))
         .join(path_time, on="path")
-        # layers by time, kernels by time within a layer: the table reads top-down like the bar chart
-        .sort(["_path_ns", "path", "gpu_time_ns"], descending=[True, False, True])
+        # layers by time, kernels by time within a layer: the table reads top-down like the bar chart; equal
+        # times by first launch (group_by's order changes from run to run)
+        .sort(["_path_ns", "path", "gpu_time_ns", "first_start_ns"], descending=[True, False, True, False])
         .drop("_path_ns", "first_start_ns")
     )
 
