@@ -549,7 +549,7 @@ RAW_READS = True
 
 
 def _write_kernels(db: Sqlite, writer: TraceWriter) -> int:
-    raw = [lambda: nsys_raw.kernel_batches(db)] if RAW_READS else []
+    raw = [lambda: nsys_raw.kernel_batches(db, writer.counted)] if RAW_READS else []
     stored = raw + _stored_sql(db, kernels_sql(db, True))
     _write_in_order(writer, "kernels", "kernel_id", db, stored, kernels_sql(db))
     return writer.rows["kernels"]
@@ -560,7 +560,7 @@ class StagedWriter(TraceWriter):
     The parent holds the generation's lock and commits; the child only adds a file."""
 
     def __init__(self, out: Path, trace_id: str, staging: Path) -> None:
-        self.out, self.trace_id, self.staging, self.rows = Path(out), trace_id, Path(staging), {}
+        self.out, self.trace_id, self.staging, self.rows, self.counted = Path(out), trace_id, Path(staging), {}, {}
         self._lock = None
 
 
@@ -615,7 +615,8 @@ def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) ->
             raise BadInputError(shown, value)
         if kind == "error":
             raise RuntimeError(f"writing the kernels of {shown}: {value}")
-        writer.rows["kernels"] = value
+        writer.rows["kernels"], counted = value
+        writer.counted.update(counted)
 
     return wait
 
