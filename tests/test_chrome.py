@@ -290,6 +290,8 @@ def test_layouts_and_chunking_give_the_same_tables(chrome_out: Path, tmp_path: P
         normalize_file(path, out)
         assert (q(out, cols), q(out, ocols)) == want, name
         assert bool(slow) == (name in ("array", "nested")), name
+        # The sha256 hashed beside the decode (forked workers or not, fast or slow path) is the file's.
+        assert q(out, "SELECT source_sha256 FROM trace_meta") == [(hashlib.sha256(path.read_bytes()).hexdigest(),)]
 
 
 def _pieces_both_ways(events: list[dict]) -> tuple[chrome_decode.Piece, chrome_decode.Piece]:

@@ -289,7 +289,7 @@ def _write_tables(
 
 
 def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
-    trace, got = decode(Path(path))
+    trace, got = decode(Path(path), sha256=True)
     if got.events == 0:
         raise BadInputError(path, "traceEvents is empty: the profiler recorded no events")
 
@@ -331,4 +331,4 @@ def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
     devices = _devices(trace)
     if devices is not None:
         writer.write("devices", devices)
-    return {**_meta(trace), "warnings": warnings}
+    return {**_meta(trace), "warnings": warnings, "source_sha256": got.sha256}
