@@ -775,23 +775,27 @@ def _collect_slow(path: Path, trace: msgspec.Struct) -> Collected:
     return out
 
 
-class _Digest(threading.Thread):
+class _Digest:
     """The file's sha256 (``sha256_of``) in a thread of this process, started once no decode worker is
     still to be forked: hashlib releases the GIL on large buffers, so it runs beside the decode.  In
     process, not in a child (``source.Sha256Job``): that child's interpreter start and its own page-cache
     mapping of the file cost ~0.03 CPU-s more on a 100 MB trace (benchmarks/results/bench_chrome_s_chrome.txt)."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(name="chrome-sha256", daemon=True)
         self.path = path
         self.digest: str | None = None
         self.error: OSError | None = None
+        self.thread = threading.Thread(target=self._hash, name="chrome-sha256", daemon=True)
 
     def start(self) -> None:
-        if self.ident is None:
-            super().start()
+        if self.thread.ident is None:
+            self.thread.start()
 
-    def run(self) -> None:
+    def join(self) -> None:
+        if self.thread.ident is not None:
+            self.thread.join()
+
+    def _hash(self) -> None:
         try:
             self.digest = sha256_of(self.path)
         except OSError as e:
@@ -823,7 +827,7 @@ def decode(path: Path, sha256: bool = False) -> tuple[msgspec.Struct, Collected]
         if got is None:
             got = _collect_slow(path, trace)
     finally:
-        if digest is not None and digest.ident is not None:
+        if digest is not None:
             digest.join()  # done before anything may fork again (another trace's decode workers)
     if digest is not None:
         got.sha256 = digest.result()
