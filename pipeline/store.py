@@ -335,6 +335,8 @@ class TraceWriter:
         self.staging = _generation_dir(self.out, trace_id, self.generation)
         self.staging.mkdir(parents=True)
         self.rows: dict[str, int] = {}
+        #: Counts of ``normalize.checks`` a normalizer took exactly while writing (the check's name -> count).
+        self.counted: dict[str, int] = {}
 
     def write(self, table: str, data: pa.Table) -> int:
         return self.write_batches(table, [data])

@@ -169,3 +169,69 @@ def test_lookup_of_sparse_and_dense_ids() -> None:
         assert lookup.take(probe).to_pylist() == [f"v{i}" for i in reversed(ids)] + [None] * 4
     with pytest.raises(nsys_raw.NotRaw):  # sqlite's sub-select would pick either
         nsys_raw.Lookup(pa.array([1, 1]), pa.array(["a", "b"]))
+
+
+def _orphans_by_sqlite3(path: Path) -> int:
+    """Kernels no runtime/driver call matches on (correlation id, process), counted with plain sqlite3 as the
+    staged check defines it (a call without a thread has no process, and matches a kernel without one). An
+    export whose kernels do not record their process gives each the process of its launch (none without
+    one): there a kernel is unmatched exactly when no call has its correlation id."""
+    db = sqlite3.connect(path)
+    has_pid = "globalPid" in {r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+    same_process = "AND ((a.globalTid >> 24) & 16777215) IS ((k.globalPid >> 24) & 16777215)" if has_pid else ""
+    match = "SELECT 1 FROM {t} a WHERE a.correlationId = k.correlationId " + same_process
+    runtime, driver = (match.format(t=t) for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"))
+    n = db.execute(
+        f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE NOT EXISTS ({runtime}) AND NOT EXISTS ({driver})"
+    ).fetchone()[0]
+    db.close()
+    return n
+
+
+def _orphan_warning(out: Path, trace_id: str) -> str | None:
+    warnings = pq.read_table(committed_file(out, trace_id, "trace_meta"))["warnings"][0].as_py() or ""
+    return next((w for w in warnings.split('"') if "match no launching API call" in w), None)
+
+
+@pytest.mark.parametrize("thread_less_call", [False, True])
+def test_kernels_without_a_launch_counted_while_joining_equal_the_staged_check(
+    tmp_path: Path, thread_less_call: bool
+) -> None:
+    """normalize counts the kernels it finds no launch for while joining them (not with an anti-join of the
+    staged files), where that count is exact: no call lacks a thread. With a call without a thread the
+    staged check's rule differs (its NULL process matches a kernel without one) and the check runs as SQL."""
+    (tmp_path / "cap").mkdir()
+    path = _corner_export(tmp_path / "cap" / "nsys.sqlite")
+    with sqlite3.connect(path) as con:
+        # The kernel without a process launches as corr 2, whose runtime call has no thread (or gets one).
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 2 WHERE globalPid IS NULL")
+        if not thread_less_call:
+            con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = {_pid_tid(9, 90)} WHERE globalTid IS NULL")
+    db = _open(path)
+    try:
+        counted: dict[str, int] = {}
+        list(nsys_raw.kernel_batches(db, counted))
+    finally:
+        db.close()
+    # By hand: corr 5 is launched nowhere; the kernel without a process (corr 2) matches the thread-less call.
+    expected = 1 if thread_less_call else 2
+    assert _orphans_by_sqlite3(path) == expected
+    assert counted == ({} if thread_less_call else {"kernels_without_call": expected})
+    normalize_file(path, tmp_path / "out")
+    assert _orphan_warning(tmp_path / "out", "cap.nsys").startswith(f"{expected} kernels match no launching API call")
+
+
+@pytest.mark.parametrize("capture", CAPTURES[:3] + CAPTURES[-2:], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_orphan_kernel_count_on_sample_captures(tmp_path: Path, capture: Path) -> None:
+    (tmp_path / "cap").mkdir()
+    path = gunzip_to(capture, tmp_path / "cap" / "nsys.sqlite")
+    db = _open(path)
+    try:
+        counted: dict[str, int] = {}
+        list(nsys_raw.kernel_batches(db, counted))
+    finally:
+        db.close()
+    with sqlite3.connect(path) as con:
+        if "CUPTI_ACTIVITY_KIND_DRIVER" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}:
+            con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_DRIVER (correlationId, globalTid)")
+    assert counted == {"kernels_without_call": _orphans_by_sqlite3(path)}

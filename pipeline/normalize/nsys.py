@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import adbc_driver_manager as adbc
 import adbc_driver_sqlite as adbc_sqlite
-import adbc_driver_sqlite.dbapi as adbc
 import numpy as np
 import pyarrow as pa
 
@@ -53,16 +53,22 @@ TID = "({col} & 16777215)"
 
 
 class Sqlite:
-    """A read-only ADBC connection that knows which tables and columns exist."""
+    """A read-only ADBC connection that knows which tables and columns exist.
+
+    ADBC's own statements, not its DB-API layer: importing ``adbc_driver_manager.dbapi`` imports
+    ``pyarrow.dataset``, pandas and polars (0.38 CPU-s per process here), and nothing here needs them."""
 
     def __init__(self, path: Path, shown: Path) -> None:
         self.shown = shown
         _check_not_truncated(path, shown)
+        self.db = self.conn = None
         try:
             # A URI: the path quoted, so '?', '#' or '%' in it are not read as URI syntax.
-            self.conn = adbc.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro")
+            self.db = adbc_sqlite.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro")
+            self.conn = adbc.AdbcConnection(self.db)
             self.tables = set(self.column("SELECT name FROM sqlite_master WHERE type = 'table'"))
         except adbc.Error as e:
+            self.close()
             raise BadInputError(shown, f"not a readable sqlite database ({_first_line(e)})") from e
         self._cols: dict[str, set[str]] = {}
         #: (table, column) read but absent from this export: left null, said once in a warning.
@@ -84,28 +90,36 @@ class Sqlite:
 
     def arrow(self, sql: str) -> pa.Table:
         """The whole result; an empty one keeps its columns (typed int64 where sqlite cannot tell)."""
-        cur = self.conn.cursor()
+        stmt = adbc.AdbcStatement(self.conn)
         try:
-            cur.execute(sql)
-            return cur.fetch_arrow_table()
+            return self._reader(stmt, sql).read_all()
         except adbc.Error as e:
             raise BadInputError(self.shown, f"sqlite query failed ({_first_line(e)})") from e
         finally:
-            cur.close()
+            stmt.close()
 
     def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
-        cur = self.conn.cursor()
+        stmt, reader = adbc.AdbcStatement(self.conn), None
         try:
             # ADBC's default of 1024 rows per batch made as many Parquet row groups, each conformed and
             # compressed on its own (and read back one by one): with 64k rows, normalizing the 231k-kernel
             # H200 training trace took 2.9-4.3 instead of 4.2-4.9 CPU-s on this 2-core machine.
-            cur.adbc_statement.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(BATCH_ROWS)})
-            cur.execute(sql)
-            yield from cur.fetch_record_batch()
+            stmt.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(BATCH_ROWS)})
+            reader = self._reader(stmt, sql)
+            yield from reader
         except adbc.Error as e:
             raise BadInputError(self.shown, f"sqlite query failed ({_first_line(e)})") from e
         finally:
-            cur.close()
+            if reader is not None:  # a reader left half read (the caller stopped early) goes first
+                reader.close()
+            stmt.close()
+
+    @staticmethod
+    def _reader(stmt: adbc.AdbcStatement, sql: str) -> pa.RecordBatchReader:
+        """The result of ``sql`` as an Arrow stream (a read error of a later row raises OSError from it)."""
+        stmt.set_sql_query(sql)
+        stream, _ = stmt.execute_query()
+        return pa.RecordBatchReader._import_from_c(stream.address)
 
     def col(self, table: str, alias: str, name: str, default: str = "NULL") -> str:
         if name in self.columns(table):
@@ -119,7 +133,10 @@ class Sqlite:
         return all([self.col(table, "", n, "") != "" for n in names])
 
     def close(self) -> None:
-        self.conn.close()
+        for handle in (self.conn, self.db):
+            if handle is not None:
+                handle.close()
+        self.db = self.conn = None
 
 
 def _first_line(e: Exception) -> str:
@@ -532,7 +549,7 @@ RAW_READS = True
 
 
 def _write_kernels(db: Sqlite, writer: TraceWriter) -> int:
-    raw = [lambda: nsys_raw.kernel_batches(db)] if RAW_READS else []
+    raw = [lambda: nsys_raw.kernel_batches(db, writer.counted)] if RAW_READS else []
     stored = raw + _stored_sql(db, kernels_sql(db, True))
     _write_in_order(writer, "kernels", "kernel_id", db, stored, kernels_sql(db))
     return writer.rows["kernels"]
@@ -543,7 +560,7 @@ class StagedWriter(TraceWriter):
     The parent holds the generation's lock and commits; the child only adds a file."""
 
     def __init__(self, out: Path, trace_id: str, staging: Path) -> None:
-        self.out, self.trace_id, self.staging, self.rows = Path(out), trace_id, Path(staging), {}
+        self.out, self.trace_id, self.staging, self.rows, self.counted = Path(out), trace_id, Path(staging), {}, {}
         self._lock = None
 
 
@@ -598,7 +615,8 @@ def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) ->
             raise BadInputError(shown, value)
         if kind == "error":
             raise RuntimeError(f"writing the kernels of {shown}: {value}")
-        writer.rows["kernels"] = value
+        writer.rows["kernels"], counted = value
+        writer.counted.update(counted)
 
     return wait
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.normalize import nsys_map
+from pipeline.normalize.checks import KERNELS_WITHOUT_CALL
 
 if TYPE_CHECKING:  # nsys imports this module
     from pipeline.normalize.nsys import Sqlite
@@ -164,6 +165,10 @@ class Launches:
 
     def __init__(self, db: Sqlite, per_process: bool) -> None:
         self.per_process = per_process
+        #: No call has a correlation id without a thread: then a kernel this finds no launch for is exactly
+        #: one that no ``api_calls`` row matches on (correlation id, pid) (the staged check; a call without
+        #: a thread has a NULL pid, which that check lets match a kernel whose pid is NULL).
+        self.every_call_has_thread = True
         keys, tids = [], []
         for table in LAUNCH_TABLES:
             if table not in db.usable or not db.has(table, "correlationId"):
@@ -173,6 +178,8 @@ class Launches:
                 # A row without a correlation id matches no kernel; one without a thread adds nothing: in
                 # sqlite its (id, NULL) group never equals a kernel's process and min() skips its NULL.
                 keep = pc.and_(pc.is_valid(corr), pc.is_valid(gtid))
+                if gtid.null_count and pc.any(pc.and_(pc.is_valid(corr), pc.is_null(gtid))).as_py():
+                    self.every_call_has_thread = False
                 c = corr.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
                 g = gtid.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
                 if len(c) and (c.min() < 0 or c.max() >= 1 << 39):
@@ -214,9 +221,10 @@ class Launches:
         return gtid, _pid(gtid)
 
 
-def kernel_batches(db: Sqlite) -> Iterator[pa.RecordBatch]:
+def kernel_batches(db: Sqlite, counted: dict[str, int] | None = None) -> Iterator[pa.RecordBatch]:
     """The kernels as ``nsys.kernels_sql(db, stored_order=True)`` gives them (``kernel_id`` null), read as
-    stored; :class:`NotRaw` where this export needs the SQL."""
+    stored; :class:`NotRaw` where this export needs the SQL. Once every batch is read, ``counted`` gets
+    the kernels no launching call matches (``checks.KERNELS_WITHOUT_CALL``) where that count is exact."""
     cols = db.columns(KERNEL_TABLE)
     strings = _strings(db)
     has_pid = "globalPid" in cols
@@ -226,6 +234,7 @@ def kernel_batches(db: Sqlite) -> Iterator[pa.RecordBatch]:
     wanted += list(KERNEL_COPIED.values())
     read = [c for c in dict.fromkeys(wanted) if c in cols]
     sql = f"SELECT {_select(read)} FROM {KERNEL_TABLE} ORDER BY rowid"
+    unlaunched = 0
     for batch in _reader(db, sql):
         n = batch.num_rows
         raw = dict(zip(read, batch.columns, strict=True))
@@ -248,7 +257,10 @@ def kernel_batches(db: Sqlite) -> Iterator[pa.RecordBatch]:
         gtid, launch_pid = launches.find(out["correlation_id"], kernel_pid)
         out["pid"] = kernel_pid if has_pid else launch_pid
         out["tid"] = _tid(gtid)
+        unlaunched += gtid.null_count
         yield pa.RecordBatch.from_pydict(out)
+    if counted is not None and launches.every_call_has_thread:
+        counted[KERNELS_WITHOUT_CALL] = unlaunched
 
 
 def api_call_batches(db: Sqlite) -> Iterator[pa.RecordBatch]:
