@@ -6,7 +6,8 @@ the command does in its own process), interleaved, each run a fresh process.
 Each child imports the CLI, then runs ``main(["run", TRACE, ...])`` in-process with ``_OWN_PROCESS`` set as
 the side asks (the child's code is otherwise identical), and reports the CPU seconds of its normalize stage
 (start to analyze's ``connect``) and of analyze (``time.process_time``: this process and its threads, not
-forked decode workers), plus the CPU the collector's passes took (``gc.callbacks``, ``time.thread_time``).
+forked decode workers), plus the CPU the collector's passes took (``gc.callbacks``, ``time.thread_time``) and, stopped, how many objects
+in reference cycles the run left for the process end (``gc.collect()`` after it).
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def child(side: str, trace: str, out: str) -> None:
     cli.main(["run", trace, "--out", out, "-q"], standalone_mode=False)
     end = time.process_time()
     stages = {"normalize": marks["normalized"] - t, "analyze": end - marks["normalized"]}
-    print(json.dumps({**stages, "gc_cpu": passes["cpu"], "gc_passes": passes["n"], "gc_on_at_end": gc.isenabled()}))
+    on = gc.isenabled()
+    gc.callbacks.remove(on_gc)
+    left = gc.collect()  # objects in reference cycles the run left (all of them when the collector was stopped)
+    print(json.dumps({**stages, "gc_cpu": passes["cpu"], "gc_passes": passes["n"], "gc_on_at_end": on, "cycles": left}))
 
 
 def main() -> None:
@@ -97,7 +101,8 @@ def main() -> None:
                 f"({s['normalize'] / k['normalize'] - 1:+.0%}), analyze {k['analyze']:.3f} -> {s['analyze']:.3f} "
                 f"({s['analyze'] / k['analyze'] - 1:+.0%}); collector passes {k['gc_cpu'] * 1000:.0f} -> "
                 f"{s['gc_cpu'] * 1000:.0f} ms; gc on at the end: kept {runs['kept'][0]['gc_on_at_end']}, "
-                f"stopped {runs['stopped'][0]['gc_on_at_end']}",
+                f"stopped {runs['stopped'][0]['gc_on_at_end']}; objects in cycles left at the end when stopped: "
+                f"{max(r['cycles'] for r in runs['stopped'])}",
                 flush=True,
             )
 
