@@ -6,8 +6,8 @@ the command does in its own process), interleaved, each run a fresh process.
 Each child imports the CLI, then runs ``main(["run", TRACE, ...])`` in-process with ``_OWN_PROCESS`` set as
 the side asks (the child's code is otherwise identical), and reports the CPU seconds of its normalize stage
 (start to analyze's ``connect``) and of analyze (``time.process_time``: this process and its threads, not
-forked decode workers), plus the CPU the collector's passes took (``gc.callbacks``, ``time.thread_time``) and, stopped, how many objects
-in reference cycles the run left for the process end (``gc.collect()`` after it).
+forked decode workers), plus the CPU the collector's passes took (``gc.callbacks``, ``time.thread_time``)
+and, stopped, how many objects in reference cycles the run left for the process end (``gc.collect()``).
 """
 
 from __future__ import annotations
