@@ -299,8 +299,9 @@ def _jemalloc() -> Iterator[None]:
     where this pyarrow has it; the previous pool is restored afterwards (buffers remember their pool).
 
     The default mimalloc costs more in the merge, take and write steps (big fresh buffers, freed and
-    allocated again): normalize of the 500 MB bench trace 6.17 -> 5.41 CPU-s median with jemalloc (-12%),
-    the 100 MB one ~-6% (benchmarks/results/bench_chrome_s_chrome.txt).
+    allocated again): normalize of the 500 MB bench trace 6.38 -> 5.79 CPU-s median (-9%; -12% with the
+    pool set for the whole process), the 100 MB one 1.94 -> 1.85 (-5%), every figure of allocation-heavy
+    steps that are a part of those totals (benchmarks/results/bench_chrome_s_chrome.txt).
     """
     before = pa.default_memory_pool()
     try:
