@@ -519,3 +519,15 @@ def test_arrow_pool_is_jemalloc_while_normalizing_and_restored_after(tmp_path: P
     assert pa.default_memory_pool().backend_name == before
     want = "jemalloc" if "jemalloc" in pa.supported_memory_backends() else before
     assert seen[0] == want and seen[-1] == before  # the tables by the normalizer; trace_meta after it
+
+
+def test_output_checks_are_counted_in_memory(tmp_path: Path, monkeypatch) -> None:
+    # normalize's output checks (kernels without a launch, ends before starts) are counted over chrome's
+    # tables in memory: no second database reads the staged files back (tests/bad_inputs: the counts).
+    from pipeline.normalize import checks
+
+    def no_database(*_: object) -> None:
+        raise AssertionError("staged_warnings opened a database")
+
+    monkeypatch.setattr(checks, "duckdb_connect", no_database)
+    assert normalize_file(SAMPLE, tmp_path / "out").rows["kernels"] > 0
