@@ -12,7 +12,6 @@ no cost to running two statements at once; the measured wall figures are in the 
 
 from __future__ import annotations
 
-import collections
 import heapq
 import sys
 import tempfile
@@ -41,14 +40,7 @@ def main() -> None:
             if v in views:
                 analyze._copy(con, v, out / f"{v}.parquet", "parquet")
         cost[v] = time.process_time() - t
-    inputs = {v: [i for i in analyze.view_inputs(files[v]) if i in order] for v in order}
-    readers: dict[str, list[str]] = collections.defaultdict(list)
-    for v, ins in inputs.items():
-        for i in ins:
-            readers[i].append(v)
-    weight: dict[str, int] = {}
-    for v in reversed(order):
-        weight[v] = 1 + sum(weight[r] for r in readers[v])
+    inputs, readers, weight = analyze.view_graph(order, files)
     finish: dict[str, float] = {}
     for v in order:
         finish[v] = cost[v] + max((finish[i] for i in inputs[v]), default=0.0)

@@ -54,14 +54,15 @@ def test_run_stops_at_a_bad_input(tmp_path: Path) -> None:
 
 
 _PROBE = """
-import sys
+import gc, sys
 from pipeline import cli
 sys.argv = ["tracepipe", *sys.argv[1:]]
 try:
     cli.run()
 except SystemExit as e:
     assert not e.code, e.code
-print("pandas" in sys.modules)
+finally:
+    print("pandas" in sys.modules, gc.isenabled())
 """
 
 
@@ -73,20 +74,7 @@ def test_a_cli_process_never_imports_pandas(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-c", _PROBE, "run", str(TRACE), "--out", str(tmp_path / "one"), "-q"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-    assert r.stdout.strip() == "False"
-
-
-_GC_PROBE = """
-import gc, sys
-from pipeline import cli
-sys.argv = ["tracepipe", *sys.argv[1:]]
-try:
-    cli.run()
-except SystemExit as e:
-    assert not e.code, e.code
-finally:
-    print(gc.isenabled())
-"""
+    assert r.stdout.split()[-2] == "False"
 
 
 def test_batch_commands_leave_reference_cycles_to_the_process_end(tmp_path: Path) -> None:
@@ -95,7 +83,7 @@ def test_batch_commands_leave_reference_cycles_to_the_process_end(tmp_path: Path
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def gc_on_after(*args: object) -> str:
-        cmd = [sys.executable, "-c", _GC_PROBE, *map(str, args)]
+        cmd = [sys.executable, "-c", _PROBE, *map(str, args)]
         return subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout.split()[-1]
 
     assert gc_on_after("run", TRACE, "--out", tmp_path / "one", "-q") == "False"
