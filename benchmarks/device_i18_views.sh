@@ -6,7 +6,8 @@
 exec > >(tee "$OUT/device_log_i18_views.txt") 2>&1
 date -u; nproc; python3 -V; uptime
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRACEPIPE_MEMORY_LIMIT=1500MB
+# TRACEPIPE_MEMORY_LIMIT=3GB bash benchmarks/device_i18_views.sh separates the 1.5 GB limit's spilling from the work
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRACEPIPE_MEMORY_LIMIT=${TRACEPIPE_MEMORY_LIMIT:-1500MB}
 timeout 570 taskset -c 0,1 python3 benchmarks/bench_nsys_10m.py --kernels 10000000 --tmp /tmp --profile-views \
     | tee "$OUT/bench_nsys_10m_h200.txt"
 date -u
