@@ -84,8 +84,8 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def push_pop_nesting(view: pa.Table, domain: pa.Array) -> pa.Table:
     """(range_id, depth, parent_id) of the push/pop ranges of ``view`` (range_id, kind, pid, tid, start_ns,
     end_ns) that do not end before they start: sql/nvtx_nesting.sql's rule and counts, with numpy sorts and
-    binary searches: on the 1.08M ranges of the 10M-kernel benchmark trace with_nesting took 3.8 CPU-s with the
-    SQL (DuckDB's windows and ASOF joins), 1.1-2.0 with this (benchmarks/results/nsys_normalize_s_nsys.txt).
+    binary searches: on the 1.08M ranges of the 10M-kernel benchmark trace with_nesting took 3.6-4.3 CPU-s with
+    the SQL (DuckDB's windows and ASOF joins), 1.0-1.5 with this (benchmarks/results/nsys_normalize_s_nsys.txt).
 
     Per (pid, tid, domain), in (start, end desc, range_id) order: depth = ranges ordered before it that have
     not ended by its start (started before it, minus the ones with non-zero length that ended by its start,
