@@ -1,15 +1,19 @@
 """Benchmark: analyze's write loop in memory (each view a table, copied to its file) against through Parquet
 (each view written, then read back), per input size: where the in-memory threshold
-(``pipeline.analyze.IN_MEMORY_ROWS``) belongs.
+(``pipeline.analyze.IN_MEMORY_ROWS``) belongs; and in memory one view at a time against several views at once
+(``write_views(workers=...)``, the default: one per allowed core).
 
 Each input is normalized once; then, interleaved ``--reps`` times, a fresh child process connects and runs
-``write_views`` over every default view with ``in_memory`` True and False, and reports the CPU seconds of the
-write (``time.process_time``, this process and DuckDB's threads) and its peak RSS. Inputs: trace files, and
+``write_views`` over every default view in each mode (``memory``: in memory, one view at a time;
+``concurrent``: in memory, ``view_workers()`` at once; ``parquet``: through Parquet), and reports the CPU
+seconds of the write (``time.process_time``, this process and DuckDB's threads), its wall time and its peak
+RSS. Inputs: trace files, and
 ``nsys:N`` for a synthetic N-kernel nsys export (``bench_ranks.generate_rank_sqlite``: the small-CNN sample's
 steady state repeated). Medians and the ratio are printed per input; the outputs of both modes are checked
 equal (EXCEPT ALL both ways, every view).
 
     python benchmarks/bench_analyze_write.py sample_traces/h200_resnet18/torch_trace.json.gz nsys:80000 --reps 5
+    python benchmarks/bench_analyze_write.py TRACE --modes memory,concurrent --reps 9
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ def child(normalized: str, out: str, mode: str) -> None:
 
     con = connect(Path(normalized), views=[])
     n = input_rows(con)
-    t = time.process_time()
-    write_views(con, Path(out), default_views(), ("parquet",), in_memory=mode == "memory")
-    cpu = time.process_time() - t
+    t, w = time.process_time(), time.perf_counter()
+    workers = 1 if mode == "memory" else None
+
+    write_views(con, Path(out), default_views(), ("parquet",), in_memory=mode != "parquet", workers=workers)
+    cpu, wall = time.process_time() - t, time.perf_counter() - w
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"cpu": cpu, "rss_mb": rss, "input_rows": n}))
+    print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": rss, "input_rows": n}))
 
 
 def run_child(normalized: Path, out: Path, mode: str) -> dict:
@@ -84,6 +90,7 @@ def main() -> None:
     ap.add_argument("inputs", nargs="*")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--child", nargs=3)
+    ap.add_argument("--modes", default="memory,concurrent,parquet", help="comma-separated, the first is the base")
     args = ap.parse_args()
     if args.child:
         child(*args.child)
@@ -93,19 +100,30 @@ def main() -> None:
         tmp = Path(d)
         for spec in args.inputs:
             label, norm = prepare(spec, tmp)
-            runs: dict[str, list[dict]] = {"memory": [], "parquet": []}
+            runs: dict[str, list[dict]] = {m: [] for m in args.modes.split(",")}
             for _ in range(args.reps):
                 for mode in runs:
                     runs[mode].append(run_child(norm, tmp / mode, mode))
-            bad = same_outputs(tmp / "memory", tmp / "parquet")
+            modes = list(runs)
+            bad = sorted({v for m in modes[1:] for v in same_outputs(tmp / modes[0], tmp / m)})
             cpu = {m: median([r["cpu"] for r in rs]) for m, rs in runs.items()}
+            wall = {m: median([r["wall"] for r in rs]) for m, rs in runs.items()}
             rss = {m: median([r["rss_mb"] for r in rs]) for m, rs in runs.items()}
             each = " ".join(f"{m} " + "/".join(f"{r['cpu']:.3f}" for r in rs) for m, rs in runs.items())
-            print(f"{label} ({runs['memory'][0]['input_rows']:,} input rows): {each}")
+            print(f"{label} ({runs[modes[0]][0]['input_rows']:,} input rows): CPU-s {each}")
+            each = " ".join(f"{m} " + "/".join(f"{r['wall']:.3f}" for r in rs) for m, rs in runs.items())
+            print(f"{label}: wall-s {each}")
+            a, b = modes[0], modes[-1]
+            ratio = f" ({b}/{a}: CPU {cpu[b] / cpu[a]:.2f}, wall {wall[b] / wall[a]:.2f})" if len(modes) > 1 else ""
             print(
-                f"{label}: median write CPU in memory {cpu['memory']:.3f} s, through Parquet {cpu['parquet']:.3f} s "
-                f"(memory/parquet {cpu['memory'] / cpu['parquet']:.2f}); peak RSS {rss['memory']:.0f} vs "
-                f"{rss['parquet']:.0f} MB; outputs equal: {'yes' if not bad else 'NO: ' + ', '.join(bad)}"
+                f"{label}: median write CPU "
+                + ", ".join(f"{m} {cpu[m]:.3f} s" for m in modes)
+                + "; wall "
+                + ", ".join(f"{m} {wall[m]:.3f} s" for m in modes)
+                + ratio
+                + "; peak RSS "
+                + " vs ".join(f"{rss[m]:.0f}" for m in modes)
+                + f" MB; outputs equal: {'yes' if not bad else 'NO: ' + ', '.join(bad)}"
             )
 
 

@@ -25,7 +25,9 @@ from benchmarks._measure import measure, median, provenance
 def run(tree: Path, trace: Path, work: Path, pycache: Path) -> object:
     shutil.rmtree(work, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=str(pycache))
+    # The tree first, then what the caller had (the GPU host's wheels sit on PYTHONPATH).
+    path = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH", "")) if p)
+    env.update(PYTHONPATH=path, PYTHONPYCACHEPREFIX=str(pycache))
     return measure([sys.executable, "-m", "pipeline.cli", "run", str(trace), "--out", str(work), "-q"], env=env)
 
 

@@ -16,7 +16,9 @@
 -- ncu rule: a timeline kernel's measurement is the ncu launch ncu_kernel_match pairs it with, from an ncu trace of
 -- the same capture (trace id without its last '.'-part, as layer_macs pairs them); several ncu traces of one
 -- capture (raw and details pages) are averaged.  No ncu run of the capture: the ncu columns are NULL.
--- Means of DOUBLE columns sum in launch order (ORDER BY start_ns): the same trace gives the same bits in any folder.
+-- Means of DOUBLE columns sum in launch order (ORDER BY start_ns, kernel_id): the same trace gives the same bits
+-- in any folder.  The launches' values are gathered into one list in that order (one sort per group, rather than
+-- one per ordered avg()), whose list_avg adds them in the same order.
 WITH ncu AS (
     SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct ORDER BY m.ncu_trace_id) AS achieved_pct,
            avg(x.theoretical_occupancy_pct ORDER BY m.ncu_trace_id) AS theoretical_pct
@@ -37,21 +39,28 @@ k AS (
     LEFT JOIN kernel_waves w USING (trace_id, kernel_id)
     LEFT JOIN ncu n USING (trace_id, kernel_id)
 )
-SELECT trace_id, path, any_value(layer) AS layer, short_name, grid, block, count(*) AS launches,
-       CAST(sum(duration_ns) AS BIGINT) AS gpu_time_ns,
-       100.0 * sum(duration_ns) / nullif(sum(sum(duration_ns)) OVER (PARTITION BY trace_id), 0) AS share_pct,
-       avg(duration_ns) AS mean_ns, median(duration_ns) AS med_ns, min(duration_ns) AS min_ns,
-       max(duration_ns) AS max_ns, sqrt((count(duration_ns)::HUGEINT * sum(duration_ns::HUGEINT * duration_ns) - sum(duration_ns::HUGEINT) * sum(duration_ns))::DOUBLE
-            / nullif(count(duration_ns) * (count(duration_ns) - 1), 0)) AS stddev_ns, min(start_ns) AS first_start_ns,
-       avg(threads)::DOUBLE AS threads, max(registers_per_thread) AS regs,
-       avg(theoretical_occupancy_pct ORDER BY start_ns, kernel_id) AS theoretical_occupancy_pct,
-       mode(limiter) AS limiter,
-       avg(est_achieved_occupancy_pct ORDER BY start_ns, kernel_id) AS est_achieved_occupancy_pct,
-       avg(waves_per_sm ORDER BY start_ns, kernel_id) AS waves_per_sm, max(waves) AS waves,
-       100.0 * avg(tail_wave_utilization ORDER BY start_ns, kernel_id) AS tail_fill_pct,
-       count(achieved_pct) AS ncu_launches,
-       avg(achieved_pct ORDER BY start_ns, kernel_id) AS ncu_achieved_occupancy_pct,
-       avg(theoretical_pct ORDER BY start_ns, kernel_id) AS ncu_theoretical_occupancy_pct
-FROM k
-GROUP BY trace_id, path, short_name, grid, block
+SELECT trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns,
+       100.0 * gpu_time_ns / nullif(sum(gpu_time_ns) OVER (PARTITION BY trace_id), 0) AS share_pct,
+       mean_ns, med_ns, min_ns, max_ns, stddev_ns, first_start_ns, threads, regs,
+       list_avg(list_transform(o, lambda x: x.th)) AS theoretical_occupancy_pct, limiter,
+       list_avg(list_transform(o, lambda x: x.est)) AS est_achieved_occupancy_pct,
+       list_avg(list_transform(o, lambda x: x.wps)) AS waves_per_sm, waves,
+       100.0 * list_avg(list_transform(o, lambda x: x.tail)) AS tail_fill_pct,
+       ncu_launches,
+       list_avg(list_transform(o, lambda x: x.ach)) AS ncu_achieved_occupancy_pct,
+       list_avg(list_transform(o, lambda x: x.nth)) AS ncu_theoretical_occupancy_pct
+FROM (
+    SELECT trace_id, path, any_value(layer) AS layer, short_name, grid, block, count(*) AS launches,
+           CAST(sum(duration_ns) AS BIGINT) AS gpu_time_ns,
+           avg(duration_ns) AS mean_ns, median(duration_ns) AS med_ns, min(duration_ns) AS min_ns,
+           max(duration_ns) AS max_ns, sqrt((count(duration_ns)::HUGEINT * sum(duration_ns::HUGEINT * duration_ns) - sum(duration_ns::HUGEINT) * sum(duration_ns))::DOUBLE
+                / nullif(count(duration_ns) * (count(duration_ns) - 1), 0)) AS stddev_ns, min(start_ns) AS first_start_ns,
+           avg(threads)::DOUBLE AS threads, max(registers_per_thread) AS regs,
+           mode(limiter) AS limiter, max(waves) AS waves, count(achieved_pct) AS ncu_launches,
+           list({th: theoretical_occupancy_pct, est: est_achieved_occupancy_pct, wps: waves_per_sm,
+                 tail: tail_wave_utilization, ach: achieved_pct, nth: theoretical_pct}
+                ORDER BY start_ns, kernel_id) AS o   -- launch order, for the means above
+    FROM k
+    GROUP BY trace_id, path, short_name, grid, block
+)
 ORDER BY trace_id, sum(gpu_time_ns) OVER (PARTITION BY trace_id, path) DESC, path, gpu_time_ns DESC

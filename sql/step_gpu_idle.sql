@@ -22,9 +22,12 @@
 --   operation whose launching call started before the gap opened is a launch gap (the work was queued; the GPU
 --   spent the time launching it: HTA's "kernel wait"); every other gap, the leading and trailing ones and gaps
 --   before an operation without a launching call included, is host wait (the CPU had not issued the work yet).
-WITH ops AS (
+WITH ops AS (   -- launch_start_ns is the launching call's start except for a graph node made elsewhere
+    SELECT trace_id, device_id, op_kind, start_ns, end_ns, launch_pid AS pid, launch_start_ns AS call_ns
+    FROM gpu_op_layers WHERE graph_node_id IS NULL
+    UNION ALL
     SELECT g.trace_id, g.device_id, g.op_kind, g.start_ns, g.end_ns, g.launch_pid AS pid, a.start_ns AS call_ns
-    FROM gpu_op_layers g
+    FROM (SELECT * FROM gpu_op_layers WHERE graph_node_id IS NOT NULL) g
     LEFT JOIN api_calls a ON a.trace_id = g.trace_id AND a.call_id = g.launch_call_id
 ),
 cand AS (
@@ -89,8 +92,8 @@ wbr AS (
 ),
 wpts AS (   -- every window boundary of a device, numbered: segment pi is [p, next p); starts_le: windows
             -- starting at or before p (= the wi of the last of them)
-    SELECT DISTINCT trace_id, device_id, p, pi, CAST(starts_le AS BIGINT) AS starts_le
-    FROM wbr
+    SELECT *, lead(p) OVER (PARTITION BY trace_id, device_id ORDER BY p) AS next_p
+    FROM (SELECT DISTINCT trace_id, device_id, p, pi, CAST(starts_le AS BIGINT) AS starts_le FROM wbr)
 ),
 seg_win AS (   -- each segment with the windows covering it (start <= p < end)
     SELECT trace_id, device_id, wi, unnest(range(start_pi, end_pi)) AS pi
@@ -98,12 +101,22 @@ seg_win AS (   -- each segment with the windows covering it (start <= p < end)
                  max(CASE WHEN is_start = 0 THEN pi END) AS end_pi
           FROM wbr GROUP BY trace_id, device_id, wi)
 ),
-op_at AS (   -- each operation with the segment holding its start, and the windows starting inside it
-    SELECT o.*, a.pi AS start_pi, coalesce(a.starts_le, 0) + 1 AS first_wi,
-           coalesce(b.starts_le, 0) AS last_wi   -- (one starting at its end instant is dropped in clipped)
+op_start AS (   -- each operation with the segment holding its start
+    SELECT o.*, a.pi AS start_pi, a.starts_le,
+           coalesce(a.p IS NOT NULL AND (a.next_p IS NULL OR o.end_ns < a.next_p), false) AS ends_in_segment
     FROM ops o
     ASOF LEFT JOIN wpts a
       ON a.trace_id = o.trace_id AND a.device_id IS NOT DISTINCT FROM o.device_id AND o.start_ns >= a.p
+),
+op_at AS (   -- and the windows starting inside it: none past its start segment for most operations, so only
+             -- those ending past it look up the segment of their end
+    SELECT * EXCLUDE (starts_le, ends_in_segment), coalesce(starts_le, 0) + 1 AS first_wi,
+           coalesce(starts_le, 0) AS last_wi   -- (one starting at its end instant is dropped in clipped)
+    FROM op_start WHERE ends_in_segment
+    UNION ALL
+    SELECT o.* EXCLUDE (starts_le, ends_in_segment), coalesce(o.starts_le, 0) + 1 AS first_wi,
+           coalesce(b.starts_le, 0) AS last_wi
+    FROM (SELECT * FROM op_start WHERE NOT ends_in_segment) o
     ASOF LEFT JOIN wpts b
       ON b.trace_id = o.trace_id AND b.device_id IS NOT DISTINCT FROM o.device_id AND o.end_ns >= b.p
 ),

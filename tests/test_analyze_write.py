@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import duckdb
+import pytest
 
-from pipeline.analyze import SIZE_TABLES, connect, default_views, input_rows, write_views
+from pipeline.analyze import SIZE_TABLES, SQL_DIR, connect, default_views, input_rows, write_views
 from pipeline.normalize import normalize_file
 from tests.conftest import SAMPLES, gunzip_to
 
@@ -50,24 +52,28 @@ def _differences(con: duckdb.DuckDBPyConnection, a: Path, b: Path) -> tuple[list
 
 
 def test_in_memory_and_through_parquet_write_the_same_files(tmp_path: Path) -> None:
+    """Through Parquet, in memory one view at a time, and in memory with 3 views at once (on cursors)."""
     norm = _normalize(tmp_path / "n")
     views = [*default_views(), "kernel_sm_load"]  # and one written only on request
+    modes = {"parquet": (False, 1), "memory": (True, 1), "concurrent": (True, 3)}
     rows = {}
-    for mode in (True, False):
+    for mode, (in_memory, workers) in modes.items():
         rows[mode] = write_views(
-            connect(norm, views=[]), tmp_path / str(mode), views, ("parquet", "csv"), in_memory=mode
+            connect(norm, views=[]), tmp_path / mode, views, ("parquet", "csv"), in_memory=in_memory, workers=workers
         )
-    assert rows[True] == rows[False]
+    assert rows["memory"] == rows["parquet"] == rows["concurrent"]
+    assert list(rows["concurrent"]) == list(rows["memory"])  # in the same (dependency) order
     con = duckdb.connect()
     for view in views:
-        a, b = tmp_path / "True" / f"{view}.parquet", tmp_path / "False" / f"{view}.parquet"
-        assert _differences(con, a, b) == ([], 0, 0), view
-        csv = [sorted((tmp_path / str(m) / f"{view}.csv").read_text().splitlines()) for m in (True, False)]
-        assert csv[0] == csv[1], view
+        for mode in ("memory", "concurrent"):
+            a, b = tmp_path / mode / f"{view}.parquet", tmp_path / "parquet" / f"{view}.parquet"
+            assert _differences(con, a, b) == ([], 0, 0), (mode, view)
+            csv = [sorted((tmp_path / m / f"{view}.csv").read_text().splitlines()) for m in (mode, "parquet")]
+            assert csv[0] == csv[1], (mode, view)
     assert not [p for p in tmp_path.rglob(".*") if p.is_file()]  # no scratch or temporary file left
     # the files hold the traces' kernels, counted in the raw files
-    assert rows[True]["kernel_layers"] == _raw_kernels(tmp_path) > 500
-    assert sum(1 for v in views if rows[True][v] > 0) >= len(views) - 3
+    assert rows["concurrent"]["kernel_layers"] == _raw_kernels(tmp_path) > 500
+    assert sum(1 for v in views if rows["concurrent"][v] > 0) >= len(views) - 3
 
 
 def test_input_rows_counts_the_gpu_operations_and_ranges(tmp_path: Path) -> None:
@@ -81,3 +87,22 @@ def test_input_rows_counts_the_gpu_operations_and_ranges(tmp_path: Path) -> None
     expected = sum(v for t, v in counts.items() if t != "NVTX_EVENTS") + ranges.fetchone()[0]
     assert set(SIZE_TABLES) >= {"kernels", "memcpy", "memset", "nvtx_ranges"}
     assert input_rows(connect(norm, views=[])) == expected > 100
+
+
+def test_a_failing_view_stops_the_concurrent_write_and_is_raised(tmp_path: Path) -> None:
+    """A view that cannot be computed (here: it reads a column no table has) fails the run with DuckDB's
+    error once the views already running end; no view that reads it is started, no partial file is left."""
+    norm = tmp_path / "n"
+    normalize_file(RESNET / "torch_trace.json.gz", norm)
+    sql = tmp_path / "sql"
+    shutil.copytree(SQL_DIR, sql)
+    broken = sql / "kernel_layers.sql"
+    broken.write_text(broken.read_text().replace("WHERE op_kind = 'kernel'", "WHERE no_such_column", 1))
+    out = tmp_path / "a"
+    started: list[str] = []
+    with pytest.raises(duckdb.BinderException, match="no_such_column"):
+        write_views(connect(norm, sql, views=[]), out, default_views(sql), ("parquet",), sql_dir=sql, in_memory=True,
+                    workers=2, done=started.append)  # fmt: skip
+    assert "kernel_layers" not in started and "layer_summary" not in started
+    assert not (out / "layer_summary.parquet").exists() and not (out / "kernel_layers.parquet").exists()
+    assert not [p for p in tmp_path.rglob(".*") if p.is_file()]

@@ -290,6 +290,8 @@ def test_layouts_and_chunking_give_the_same_tables(chrome_out: Path, tmp_path: P
         normalize_file(path, out)
         assert (q(out, cols), q(out, ocols)) == want, name
         assert bool(slow) == (name in ("array", "nested")), name
+        # The sha256 hashed beside the decode (forked workers or not, fast or slow path) is the file's.
+        assert q(out, "SELECT source_sha256 FROM trace_meta") == [(hashlib.sha256(path.read_bytes()).hexdigest(),)]
 
 
 def _pieces_both_ways(events: list[dict]) -> tuple[chrome_decode.Piece, chrome_decode.Piece]:
@@ -496,3 +498,36 @@ def test_raw_json_column_keeps_texts_and_nulls() -> None:
     msgspec = chrome_decode.msgspec
     vals = [*msgspec.json.decode(texts, type=list[msgspec.Raw]), msgspec.Raw()]
     assert chrome_decode._raw_json(vals).to_pylist() == ["[[8,3,64,64],[]]", '"caf\\u00e9"', "null", "[]", '""', None]
+
+
+def test_arrow_pool_is_jemalloc_while_normalizing_and_restored_after(tmp_path: Path, monkeypatch) -> None:
+    # jemalloc (where this pyarrow has it) for the trace's Arrow buffers, the caller's pool back afterwards.
+    import pyarrow as pa
+
+    from pipeline.store import TraceWriter
+
+    seen = []
+    real_write = TraceWriter.write
+
+    def write(self: TraceWriter, *args: object) -> int:
+        seen.append(pa.default_memory_pool().backend_name)
+        return real_write(self, *args)
+
+    monkeypatch.setattr(TraceWriter, "write", write)
+    before = pa.default_memory_pool().backend_name
+    normalize_file(SAMPLE, tmp_path / "out")
+    assert pa.default_memory_pool().backend_name == before
+    want = "jemalloc" if "jemalloc" in pa.supported_memory_backends() else before
+    assert seen[0] == want and seen[-1] == before  # the tables by the normalizer; trace_meta after it
+
+
+def test_output_checks_are_counted_in_memory(tmp_path: Path, monkeypatch) -> None:
+    # normalize's output checks (kernels without a launch, ends before starts) are counted over chrome's
+    # tables in memory: no second database reads the staged files back (tests/bad_inputs: the counts).
+    from pipeline.normalize import checks
+
+    def no_database(*_: object) -> None:
+        raise AssertionError("staged_warnings opened a database")
+
+    monkeypatch.setattr(checks, "duckdb_connect", no_database)
+    assert normalize_file(SAMPLE, tmp_path / "out").rows["kernels"] > 0

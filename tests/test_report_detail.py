@@ -295,8 +295,9 @@ def test_step_idle_rules_on_a_hand_made_trace() -> None:
     )
     con.execute(
         "CREATE TABLE gpu_op_layers AS SELECT * FROM (VALUES "
-        + ", ".join(f"('{t}', 0, '{k}', {s}, {e}, 1, {i})" for i, (t, k, s, e, _) in enumerate(ops))
-        + ") t(trace_id, device_id, op_kind, start_ns, end_ns, launch_pid, launch_call_id)"
+        + ", ".join(f"('{t}', 0, '{k}', {s}, {e}, 1, {i}, NULL, {c})" for i, (t, k, s, e, c) in enumerate(ops))
+        + ") t(trace_id, device_id, op_kind, start_ns, end_ns, launch_pid, launch_call_id, graph_node_id, "
+        "launch_start_ns)"
     )
     cols = "trace_id, step, step_name, wall_ns, ops, kernels, kernel_ns, memop_ns, busy_ns, idle_ns, launch_gap_ns, "
     cols += "host_wait_ns, launch_gaps, host_waits"

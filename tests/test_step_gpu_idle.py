@@ -104,9 +104,16 @@ def view_rows(ranges: list[tuple], ops: list[tuple]) -> list[tuple]:
     )
     con.execute(
         "CREATE TABLE gpu_op_layers (trace_id VARCHAR, device_id INTEGER, op_kind VARCHAR, start_ns BIGINT, "
-        "end_ns BIGINT, launch_pid BIGINT, launch_call_id BIGINT)"
+        "end_ns BIGINT, launch_pid BIGINT, launch_call_id BIGINT, graph_node_id BIGINT, launch_start_ns BIGINT)"
     )
-    con.executemany("INSERT INTO gpu_op_layers VALUES (?, ?, ?, ?, ?, ?, ?)", [(*o[:6], i) for i, o in enumerate(ops)])
+    # As gpu_op_layers has them: launch_start_ns is the launching call's start, except for a replayed graph node
+    # (every 5th op here), whose launch point is where the node was made (earlier); its step is the graph launch's.
+    rows = []
+    for i, o in enumerate(ops):
+        node = i if i % 5 == 0 else None
+        made = None if o[6] is None else o[6] - 1000 if node is not None else o[6]
+        rows.append((*o[:6], i, node, made))
+    con.executemany("INSERT INTO gpu_op_layers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     body = _body(view_files()["step_gpu_idle"])
     return con.execute(f"SELECT {COLS} FROM ({body}) ORDER BY trace_id, step, device_id").fetchall()
 

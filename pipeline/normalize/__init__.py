@@ -124,15 +124,21 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
             notes.append(f"replaces trace {tid!r} normalized from {previous['source_path']}")
     fmt = detect_format(path)
     check_plain_size(path, fmt)
-    # The file's sha256 is hashed in a child process while the normalizer runs (see Sha256Job).
-    digest = Sha256Job(path)
+    # The file's sha256 is hashed in a child process while the normalizer runs (see Sha256Job), except by
+    # normalizers that hash it themselves while they read it (SELF_HASHED: meta's "source_sha256").
+    digest = None if fmt in SELF_HASHED else Sha256Job(path)
     try:
         return _normalize(path, fmt, tid, out, digest, notes)
     finally:
-        digest.cancel()
+        if digest is not None:
+            digest.cancel()
 
 
-def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job, notes: list[str]) -> Result:
+#: Formats whose normalizer returns the input's sha256 in its meta (chrome: a thread beside its decode).
+SELF_HASHED = frozenset({"chrome-trace"})
+
+
+def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job | None, notes: list[str]) -> Result:
     with TraceWriter(out, tid) as writer:
         try:
             meta = _normalizer(fmt)(path, writer)
@@ -141,7 +147,8 @@ def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job, not
         warnings = notes + [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
         warnings += staged_warnings(writer)
         fill_rank(path, meta, writer, warnings)
-        writer.write("trace_meta", trace_meta(path, meta, warnings, sha256=digest.result()))
+        sha256 = str(meta.pop("source_sha256")) if digest is None else digest.result()
+        writer.write("trace_meta", trace_meta(path, meta, warnings, sha256=sha256))
         writer.commit()
         return Result(path, tid, str(meta.get("source_format", fmt)), dict(writer.rows), warnings=warnings)
 

@@ -10,7 +10,9 @@ per-event dicts or pandas.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pyarrow.compute as pc
 
 from pipeline.errors import BadInputError
 from pipeline.lean import duckdb_connect
+from pipeline.normalize.checks import count_in
 from pipeline.normalize.chrome_decode import Collected, decode, versions
 from pipeline.normalize.chrome_map import MEMCPY_KINDS
 from pipeline.normalize.nesting import call_stacks, with_nesting
@@ -280,7 +283,9 @@ def _write_tables(
         con.register("api_calls", calls)
         writer.write("api_calls", calls)
     if tables["kernel"] is not None:
-        writer.write("kernels", _kernels(con, tables["kernel"], calls is not None))
+        kernels = _kernels(con, tables["kernel"], calls is not None)
+        con.register("kernels", kernels)  # for the output checks (count_in below)
+        writer.write("kernels", kernels)
     for cat, table in (("gpu_memcpy", "memcpy"), ("gpu_memset", "memset")):
         if tables[cat] is not None:
             writer.write(table, _copies(con, tables[cat], table, calls is not None))
@@ -288,8 +293,35 @@ def _write_tables(
         writer.write("ops", ops.result())
 
 
+@contextmanager
+def _jemalloc() -> Iterator[None]:
+    """jemalloc as Arrow's allocator while a trace is normalized (its forked decode workers inherit it),
+    where this pyarrow has it; the previous pool is restored afterwards (buffers remember their pool).
+
+    The default mimalloc costs more in the merge, take and write steps (big fresh buffers, freed and
+    allocated again): normalize of the 500 MB bench trace 6.38 -> 5.79 CPU-s median (-9%; -12% with the
+    pool set for the whole process), the 100 MB one 1.94 -> 1.85 (-5%), every figure of allocation-heavy
+    steps that are a part of those totals (benchmarks/results/bench_chrome_s_chrome.txt).
+    """
+    before = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except (NotImplementedError, pa.ArrowNotImplementedError):  # a pyarrow built without jemalloc
+        yield
+        return
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+
+
 def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
-    trace, got = decode(Path(path))
+    with _jemalloc():
+        return _normalize_chrome(Path(path), writer)
+
+
+def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
+    trace, got = decode(path, sha256=True)
     if got.events == 0:
         raise BadInputError(path, "traceEvents is empty: the profiler recorded no events")
 
@@ -324,6 +356,12 @@ def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
                 ops = pool.submit(_ops, tables["cpu_op"], tables["python_function"], ops_con)
             _write_tables(con, tables, writer, ops)
         ranges = _ranges(tables["user_annotation"], tables["gpu_user_annotation"], con)
+        if ranges is not None:
+            con.register("nvtx_ranges", ranges)
+        # normalize's output checks, counted here over the tables in memory (the same SQL): no database
+        # opened again to read the staged files back (checks.staged_warnings).
+        written = {**writer.rows, "nvtx_ranges": 0 if ranges is None else ranges.num_rows}
+        writer.counted.update(count_in(con, written))
     finally:
         con.close()
     if ranges is not None:
@@ -331,4 +369,4 @@ def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
     devices = _devices(trace)
     if devices is not None:
         writer.write("devices", devices)
-    return {**_meta(trace), "warnings": warnings}
+    return {**_meta(trace), "warnings": warnings, "source_sha256": got.sha256}

@@ -64,6 +64,7 @@ from pipeline.normalize.chrome_map import (
     VERSION_KEYS,
     Arg,
 )
+from pipeline.normalize.sha256 import sha256_of
 from pipeline.normalize.source import is_gzip, read_all
 
 #: Below this magnitude (in us) a float64 resolves 0.001 us, so 3-decimal values convert exactly.
@@ -544,6 +545,8 @@ class Collected:
         self.not_complete: Counter[str] = Counter()
         self.labels: dict[int, str] = {}
         self.events = 0
+        #: the input file's sha256 when ``decode`` was asked for it
+        self.sha256: str | None = None
 
     def add(self, piece: Piece) -> None:
         self.events += piece.events
@@ -709,9 +712,10 @@ def _workers(pieces: int) -> int:
     return max(1, min(MAX_WORKERS, forked.cores(), pieces))
 
 
-def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]]) -> Collected:
+def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]], digest: _Digest | None) -> Collected:
     """Decode the pieces in forked worker processes, one per core: msgspec holds the GIL, so threads would
-    not help.  Workers inherit ``data`` (copy-on-write, never written) and send back Arrow tables."""
+    not help.  Workers inherit ``data`` (copy-on-write, never written) and send back Arrow tables.
+    ``digest`` starts hashing the file once no fork is ahead (a thread must not run while one forks)."""
     global _WORK
     out = Collected()
     n = _workers(len(ranges))
@@ -719,12 +723,16 @@ def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]]) -> Col
     warm = None
     try:
         if n == 1:
+            if digest is not None:
+                digest.start()
             pieces: Iterator[Piece] = map(_piece_at, range(len(ranges)))
         else:
             pieces = forked.imap(_piece_at, len(ranges), n, init=_without_pandas)
         for piece in pieces:  # in file order: ties keep their order
             if warm is None and n > 1:  # the workers are forked: a thread is safe now (see _warm_pyarrow)
                 warm = _warm_pyarrow()
+                if digest is not None:
+                    digest.start()
             out.add(piece)
         return out
     finally:
@@ -767,16 +775,61 @@ def _collect_slow(path: Path, trace: msgspec.Struct) -> Collected:
     return out
 
 
-def decode(path: Path) -> tuple[msgspec.Struct, Collected]:
-    """The trace's top-level object (events dropped) and every event decoded, one table per group."""
-    data, trace, ranges = _read(path)
-    got = None
-    if ranges is not None:
+class _Digest:
+    """The file's sha256 (``sha256_of``) in a thread of this process, started once no decode worker is
+    still to be forked: hashlib releases the GIL on large buffers, so it runs beside the decode.  In
+    process, not in a child (``source.Sha256Job``): that child's interpreter start and its own page-cache
+    mapping of the file cost ~0.03 CPU-s more on a 100 MB trace (benchmarks/results/bench_chrome_s_chrome.txt)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.digest: str | None = None
+        self.error: OSError | None = None
+        self.thread = threading.Thread(target=self._hash, name="chrome-sha256", daemon=True)
+
+    def start(self) -> None:
+        if self.thread.ident is None:
+            self.thread.start()
+
+    def join(self) -> None:
+        if self.thread.ident is not None:
+            self.thread.join()
+
+    def _hash(self) -> None:
         try:
-            got = _collect_fast(data, ranges)
-        except _LayoutMiss:
-            trace = _read_slow(path, data)
-    if got is None:
-        got = _collect_slow(path, trace)
+            self.digest = sha256_of(self.path)
+        except OSError as e:
+            self.error = e
+
+    def result(self) -> str:
+        self.start()
+        self.join()
+        if self.error is not None:
+            raise BadInputError(self.path, f"cannot read to hash it: {self.error}")
+        assert self.digest is not None
+        return self.digest
+
+
+def decode(path: Path, sha256: bool = False) -> tuple[msgspec.Struct, Collected]:
+    """The trace's top-level object (events dropped) and every event decoded, one table per group; with
+    ``sha256``, the file's sha256 too (``Collected.sha256``), hashed while the events decode."""
+    data, trace, ranges = _read(path)
+    digest = _Digest(path) if sha256 else None
+    got = None
+    try:
+        if ranges is not None:
+            try:
+                got = _collect_fast(data, ranges, digest)
+            except _LayoutMiss:
+                trace = _read_slow(path, data)
+        if digest is not None:
+            digest.start()  # no fork from here on
+        if got is None:
+            got = _collect_slow(path, trace)
+    finally:
+        if digest is not None:
+            digest.join()  # done before anything may fork again (another trace's decode workers)
+    if digest is not None:
+        got.sha256 = digest.result()
     trace.traceEvents = None
     return trace, got

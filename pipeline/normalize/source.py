@@ -157,10 +157,11 @@ def _no_space(need: int, tmp: str) -> str:
 class Sha256Job:
     """``sha256_of(path)`` computed in a child process from the moment this is made.
 
-    A process, not a thread: the chrome normalizer forks decode workers, and a fork while another thread
-    runs may copy a lock held by that thread (Python 3.12+ warns that this can deadlock).  The child is
-    started by ``subprocess`` (fork + exec at once, safe) before the normalizer starts anything, and hashes
-    while the normalizer works; ``result()`` waits for it.
+    A process, not a thread: a normalizer may fork workers, and a fork while another thread runs may copy
+    a lock held by that thread (Python 3.12+ warns that this can deadlock).  The child is started by
+    ``subprocess`` (fork + exec at once, safe) before the normalizer starts anything, and hashes while the
+    normalizer works; ``result()`` waits for it.  The chrome normalizer, which forks, hashes in a thread of
+    its own started after its fork instead (``chrome_decode._Digest``), sparing this child's start.
     """
 
     def __init__(self, path: Path) -> None:

@@ -153,6 +153,13 @@ def _add_column(lines: list[str], header: int) -> list[str]:
 
 _FIRST_KERNEL = '"ts": 5357790672405.161, "dur": 7.136'
 
+
+def _after_first_kernel(text: str, old: str, new: str) -> str:
+    """``old`` replaced by ``new`` once, in the first kernel event (or after it)."""
+    at = text.index(_FIRST_KERNEL)
+    return text[:at] + text[at:].replace(old, new, 1)
+
+
 CHROME_CASES = [
     Case("chrome_truncated_50pct.json", _chrome(lambda s: s[: len(s) // 2]), error="JSON ends early"),
     Case("chrome_truncated_99pct.json", _chrome(lambda s: s[: int(len(s) * 0.99)]), error="JSON ends early"),
@@ -174,6 +181,17 @@ CHROME_CASES = [
         "chrome_kernel_without_ts.json",
         _chrome(lambda s: s.replace(_FIRST_KERNEL, '"dur": 7.136', 1)),
         warning="skipped 1 kernel events without ts",
+    ),
+    # The output checks, which chrome normalize counts over its tables in memory (checks.count_in).
+    Case(
+        "chrome_orphan_kernel.json",
+        _chrome(lambda s: _after_first_kernel(s, '"correlation": 12,', '"correlation": 99999999,')),
+        warning="1 kernels match no launching API call",
+    ),
+    Case(
+        "chrome_negative_duration.json",
+        _chrome(lambda s: s.replace(_FIRST_KERNEL, '"ts": 5357790672405.161, "dur": -7.136', 1)),
+        warning="1 kernels end before they start",
     ),
 ]
 
