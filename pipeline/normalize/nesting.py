@@ -92,15 +92,19 @@ def push_pop_nesting(view: pa.Table, domain: pa.Array) -> pa.Table:
     minus the zero-length ones before it); parent = the range one level up with the latest start at or before
     its start (the last such in that order on equal starts). A NULL pid or tid matches nothing in the SQL's
     joins: there no range counts as ended and none is a parent."""
+    id_type = view.schema.field("range_id").type
+    if not view.num_rows:  # (an empty export types its columns int64, its kind too)
+        return pa.table(
+            {"range_id": pa.array([], id_type), "depth": pa.array([], pa.int32()), "parent_id": pa.array([], id_type)}
+        )
     pid, pid_null = _codes(view["pid"])
     tid, tid_null = _codes(view["tid"])
     dom, _ = _codes(pc.fill_null(domain, ""))
     start = pc.fill_null(view["start_ns"], 0).to_numpy(zero_copy_only=False)  # NULL rows are left out below
     end = pc.fill_null(view["end_ns"], 0).to_numpy(zero_copy_only=False)
-    kind = pc.fill_null(pc.equal(view["kind"], "push_pop"), False).to_numpy(zero_copy_only=False)
+    kind = pc.fill_null(pc.equal(view["kind"].cast(pa.string()), "push_pop"), False).to_numpy(zero_copy_only=False)
     valid = pc.fill_null(pc.greater_equal(view["end_ns"], view["start_ns"]), False).to_numpy(zero_copy_only=False)
     rows = np.flatnonzero(kind & valid & ~pc.is_null(view["start_ns"]).to_numpy(zero_copy_only=False))
-    id_type = view.schema.field("range_id").type
     if not len(rows):
         return pa.table(
             {"range_id": pa.array([], id_type), "depth": pa.array([], pa.int32()), "parent_id": pa.array([], id_type)}
