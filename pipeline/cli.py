@@ -38,7 +38,8 @@ Docs: README.md (quick start), docs/schema.md (every column and its unit)."""
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracepipe")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Which GPU kernels each layer of a PyTorch model launches, and how they land on the SMs.
 
     \b
@@ -48,6 +49,15 @@ def main() -> None:
       tracepipe sql build/normalized "SELECT layer, kernels, gpu_time_ns FROM layer_summary"
       tracepipe report build/analysis --out report/
     """
+    from pipeline import lean
+
+    if _OWN_PROCESS and ctx.invoked_subcommand in lean.BATCH_COMMANDS:
+        lean.batch_gc()
+
+
+#: True in a process ``run`` started (the ``tracepipe`` script, ``python -m pipeline``), False where a caller
+#: (a test, a notebook) invokes ``main`` inside its own process, whose settings stay its own.
+_OWN_PROCESS = False
 
 
 class CatalogCommand(click.Command):
@@ -456,6 +466,8 @@ def run() -> None:
     from pipeline.lean import pyarrow_without_pandas
     from pipeline.store import TraceIdError
 
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
     pyarrow_without_pandas()  # a process of its own: pandas is never used (tests' in-process runs keep it)
     try:
         main(standalone_mode=True)

@@ -499,6 +499,23 @@ def view_workers() -> int:
     return min(cores(), 4)
 
 
+def view_graph(
+    order: list[str], files: dict[str, Path]
+) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, int]]:
+    """For the views of ``order`` (a dependency order): the views each reads and the views reading each,
+    among them; and each one's weight, 1 + its readers' weights: views with more views after them start
+    first (the chain under gpu_op_layers is the critical path)."""
+    inputs = {v: [i for i in view_inputs(files[v]) if i in order] for v in order}
+    readers: dict[str, list[str]] = {v: [] for v in order}
+    for v, ins in inputs.items():
+        for i in ins:
+            readers[i].append(v)
+    weight: dict[str, int] = {}
+    for v in reversed(order):
+        weight[v] = 1 + sum(weight[r] for r in readers[v])
+    return inputs, readers, weight
+
+
 def _write_in_memory_concurrently(
     con: duckdb.DuckDBPyConnection,
     out: Path,
@@ -516,15 +533,7 @@ def _write_in_memory_concurrently(
     it reads is a committed table (or view) of the database; the statements each view runs are the ones the
     one-at-a-time loop runs, so every file and row count is the same. The first failure stops new views
     from starting and is raised once the running ones end."""
-    inputs = {v: [i for i in view_inputs(files[v]) if i in order] for v in order}
-    readers: dict[str, list[str]] = {v: [] for v in order}
-    for v, ins in inputs.items():
-        for i in ins:
-            readers[i].append(v)
-    # Views with more views after them start first: the chain under gpu_op_layers is the critical path.
-    weight: dict[str, int] = {}
-    for v in reversed(order):
-        weight[v] = 1 + sum(weight[r] for r in readers[v])
+    inputs, readers, weight = view_graph(order, files)
     local = threading.local()
     cursors: list[duckdb.DuckDBPyConnection] = []
     lock = threading.Lock()
