@@ -32,6 +32,12 @@ def main() -> None:
     ap.add_argument(
         "--profile-views", action="store_true", help="then CPU-s per analyze view (profile_analyze_views.py)"
     )
+    ap.add_argument(
+        "--normalize-profile",
+        action="store_true",
+        help="then normalize once more under profile_nsys_normalize.py: CPU, wall and timeline of each stage",
+    )
+    ap.add_argument("--no-analyze", action="store_true", help="normalize only (with --normalize-profile)")
     args = ap.parse_args()
     print(provenance(), flush=True)
     cores = len(os.sched_getaffinity(0))
@@ -51,6 +57,11 @@ def main() -> None:
         tp = [sys.executable, "-m", "pipeline"]
         n = measure([*tp, "normalize", str(sqlite), "--out", str(root / "n"), "-q"], env=env, cwd=ROOT)
         print(f"normalize  {n.line()}", flush=True)
+        if args.normalize_profile:  # where normalize's time goes, and whether its wall is max(parent, child)
+            profile = [sys.executable, str(ROOT / "benchmarks" / "profile_nsys_normalize.py"), str(sqlite)]
+            print(subprocess.run(profile, env=env, cwd=ROOT, capture_output=True, text=True).stdout, flush=True)
+        if args.no_analyze:
+            return
         a = measure([*tp, "analyze", str(root / "n"), "--out", str(root / "a"), "-q"], env=env, cwd=ROOT)
         print(f"analyze    {a.line()}", flush=True)
         print(

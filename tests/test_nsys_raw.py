@@ -188,6 +188,17 @@ def _orphans_by_sqlite3(path: Path) -> int:
     return n
 
 
+def _counted(path: Path) -> dict[str, int]:
+    """The check counts the raw kernel reader takes while it reads every kernel of ``path``."""
+    db = _open(path)
+    try:
+        counted: dict[str, int] = {}
+        list(nsys_raw.kernel_batches(db, counted))
+        return counted
+    finally:
+        db.close()
+
+
 def _orphan_warning(out: Path, trace_id: str) -> str | None:
     warnings = pq.read_table(committed_file(out, trace_id, "trace_meta"))["warnings"][0].as_py() or ""
     return next((w for w in warnings.split('"') if "match no launching API call" in w), None)
@@ -207,12 +218,7 @@ def test_kernels_without_a_launch_counted_while_joining_equal_the_staged_check(
         con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 2 WHERE globalPid IS NULL")
         if not thread_less_call:
             con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = {_pid_tid(9, 90)} WHERE globalTid IS NULL")
-    db = _open(path)
-    try:
-        counted: dict[str, int] = {}
-        list(nsys_raw.kernel_batches(db, counted))
-    finally:
-        db.close()
+    counted = _counted(path)
     # By hand: corr 5 is launched nowhere; the kernel without a process (corr 2) matches the thread-less call.
     expected = 1 if thread_less_call else 2
     assert _orphans_by_sqlite3(path) == expected
@@ -225,12 +231,7 @@ def test_kernels_without_a_launch_counted_while_joining_equal_the_staged_check(
 def test_orphan_kernel_count_on_sample_captures(tmp_path: Path, capture: Path) -> None:
     (tmp_path / "cap").mkdir()
     path = gunzip_to(capture, tmp_path / "cap" / "nsys.sqlite")
-    db = _open(path)
-    try:
-        counted: dict[str, int] = {}
-        list(nsys_raw.kernel_batches(db, counted))
-    finally:
-        db.close()
+    counted = _counted(path)
     with sqlite3.connect(path) as con:
         if "CUPTI_ACTIVITY_KIND_DRIVER" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}:
             con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_DRIVER (correlationId, globalTid)")

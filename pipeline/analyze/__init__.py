@@ -81,23 +81,33 @@ def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, traces: se
             have = set(scan.columns)
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM _pq_{name}")
         else:
-            store_arrow(con, f"_empty_{name}", _empty(schema))
+            register_arrow(con, f"_empty_{name}", _empty(schema))
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _empty_{name}")
     for name, target in PY_TABLES.items():
         module, func = target.split(":")
-        store_arrow(con, f"_py_{name}", getattr(importlib.import_module(module), func)())
+        register_arrow(con, f"_py_{name}", getattr(importlib.import_module(module), func)())
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _py_{name}")
 
 
-def store_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    """``table`` as a table ``name`` of the database, not a view registered on ``con``: a registered object
-    belongs to its connection, and ``write_views`` computes views on cursors of it (other connections to the
-    same database), which see only the database's tables and views (the Parquet scans' views are such)."""
-    con.register("_tp_arrow", table)
-    try:
-        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _tp_arrow")
-    finally:
-        con.unregister("_tp_arrow")
+#: The Arrow tables registered on each connection (``register_arrow``), so that a cursor of it can register
+#: them too: a registered object belongs to its connection, and ``write_views`` computes views on cursors.
+_REGISTERED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, pa.Table]] = weakref.WeakKeyDictionary()
+
+
+def register_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    """``table`` registered on ``con`` as ``name``, and remembered for :func:`cursor_of`."""
+    con.register(name, table)
+    _REGISTERED.setdefault(con, {})[name] = table
+
+
+def cursor_of(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A cursor of ``con`` (another connection to its database, for another thread) that sees what ``con``
+    sees: the database's tables and views, and the Arrow tables registered on ``con`` (registered again;
+    storing them as tables instead cost ~2 ms of CPU each, 12 of them on every connect)."""
+    cur = con.cursor()
+    for name, table in _REGISTERED.get(con, {}).items():
+        cur.register(name, table)
+    return cur
 
 
 def _body(path: Path) -> str:
@@ -249,7 +259,7 @@ def connect(
 
         if device not in DEVICE_PRESETS:
             raise BadInputError(Path(device), f"unknown device; one of: {', '.join(sorted(DEVICE_PRESETS))}")
-        store_arrow(con, "_py_device_override", device_override_table(device))
+        register_arrow(con, "_py_device_override", device_override_table(device))
         con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
     create_views(con, sql_dir, materialize, only=views)
     if read_only:
@@ -528,8 +538,8 @@ def _write_in_memory_concurrently(
     done: Callable[[str], None] | None,
 ) -> dict[str, int]:
     """``write_views`` in memory with ``workers`` views computed at once, each on a cursor of ``con`` (another
-    connection to the same database: it sees the tables and views of the database, which is why
-    ``register_tables`` stores its Arrow tables rather than registering them). A view starts once every view
+    connection to the same database: it sees the tables and views of the database, and :func:`cursor_of`
+    registers on it the Arrow tables ``con`` has). A view starts once every view
     it reads is a committed table (or view) of the database; the statements each view runs are the ones the
     one-at-a-time loop runs, so every file and row count is the same. The first failure stops new views
     from starting and is raised once the running ones end."""
@@ -540,7 +550,7 @@ def _write_in_memory_concurrently(
 
     def cursor() -> duckdb.DuckDBPyConnection:
         if not hasattr(local, "con"):
-            local.con = con.cursor()
+            local.con = cursor_of(con)
             with lock:
                 cursors.append(local.con)
         return local.con

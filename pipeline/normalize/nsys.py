@@ -62,6 +62,9 @@ class Sqlite:
         self.shown = shown
         _check_not_truncated(path, shown)
         self.db = self.conn = None
+        #: Statements not yet closed: a reader left half read (an error raised mid-table, whose traceback keeps
+        #: the generator alive) still holds one, and ADBC will not close a connection while one is open.
+        self._open: list[adbc.AdbcStatement] = []
         try:
             # A URI: the path quoted, so '?', '#' or '%' in it are not read as URI syntax.
             self.db = adbc_sqlite.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro")
@@ -90,16 +93,16 @@ class Sqlite:
 
     def arrow(self, sql: str) -> pa.Table:
         """The whole result; an empty one keeps its columns (typed int64 where sqlite cannot tell)."""
-        stmt = adbc.AdbcStatement(self.conn)
+        stmt = self._statement()
         try:
             return self._reader(stmt, sql).read_all()
         except adbc.Error as e:
             raise BadInputError(self.shown, f"sqlite query failed ({_first_line(e)})") from e
         finally:
-            stmt.close()
+            self._close(stmt)
 
     def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
-        stmt, reader = adbc.AdbcStatement(self.conn), None
+        stmt, reader = self._statement(), None
         try:
             # ADBC's default of 1024 rows per batch made as many Parquet row groups, each conformed and
             # compressed on its own (and read back one by one): with 64k rows, normalizing the 231k-kernel
@@ -112,6 +115,16 @@ class Sqlite:
         finally:
             if reader is not None:  # a reader left half read (the caller stopped early) goes first
                 reader.close()
+            self._close(stmt)
+
+    def _statement(self) -> adbc.AdbcStatement:
+        stmt = adbc.AdbcStatement(self.conn)
+        self._open.append(stmt)
+        return stmt
+
+    def _close(self, stmt: adbc.AdbcStatement) -> None:
+        if stmt in self._open:
+            self._open.remove(stmt)
             stmt.close()
 
     @staticmethod
@@ -133,6 +146,9 @@ class Sqlite:
         return all([self.col(table, "", n, "") != "" for n in names])
 
     def close(self) -> None:
+        for stmt in list(self._open):
+            with contextlib.suppress(adbc.Error, RuntimeError):  # its stream's own error was already raised
+                self._close(stmt)
         for handle in (self.conn, self.db):
             if handle is not None:
                 handle.close()
