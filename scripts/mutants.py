@@ -46,6 +46,7 @@ REGS = "tests/test_regsplit.py"
 OCC = "tests/test_occupancy_rules.py"
 STACKS = "tests/test_call_stacks.py"
 CALL_STACKS = "pipeline/normalize/sql/call_stacks.sql"
+NESTING = "pipeline/normalize/nesting.py"
 
 MUTANTS: list[Mutant] = [
     # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
@@ -180,6 +181,55 @@ MUTANTS: list[Mutant] = [
         "SELECT c.leaf, min(u.parent), arg_min(u.parent_end_ns, u.parent), c.level + 1",
         "SELECT c.leaf, max(u.parent), arg_max(u.parent_end_ns, u.parent), c.level + 1",
         "a Python id written twice in a process names its first frame",
+        (STACKS,),
+    ),
+    # --- the same rule as normalize computes it (numpy, pipeline/normalize/nesting.py) ---------------------------
+    Mutant(
+        "call_stack_np_equal_start_deepest",
+        NESTING,
+        "order[tied] = rows[np.lexsort((rows, -end[rows], keys[rows]))]",
+        "order[tied] = rows[np.lexsort((rows, end[rows], keys[rows]))]",
+        "of frames starting at the same instant the deepest (ends first) holds the op",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_np_frame_open_at_its_end",
+        NESTING,
+        "holder, level = np.where((latest >= 0) & (end[latest] > t), latest, -1)",
+        "holder, level = np.where((latest >= 0) & (end[latest] >= t), latest, -1)",
+        "a frame that ends at the op's start has returned (half-open): the op is its caller's",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_np_first_open_caller",
+        NESTING,
+        "        todo, at = todo[~open_], at[~open_]\n",
+        "",
+        "after the latest frame returned, its first caller still open holds the op, not an outer one",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_np_missing_parent_id",
+        NESTING,
+        "ok = (parents >= 0) & (distinct[at] == wanted) & (ids[row] == parents)",
+        "ok = (parents >= 0) & (distinct[at] == wanted)",
+        "a parent id no frame has links to nothing (not to the nearest id below it)",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_np_ranks_probe",
+        NESTING,
+        'probe_pos = None if probe is None else np.searchsorted(distinct, probe, "right")',
+        'probe_pos = None if probe is None else np.searchsorted(distinct, probe, "left")',
+        "times too far apart to pack are ranked: an op at a frame's start instant still finds that frame",
+        (STACKS,),
+    ),
+    Mutant(
+        "call_stack_np_chain_bound",
+        NESTING,
+        "keep = (up >= 0) & (budget[live] > len(steps) - 1)",
+        "keep = (up >= 0) & (budget[live] >= len(steps) - 1)",
+        "a chain of caller links ends after as many links as the SQL's (a cycle cannot loop on)",
         (STACKS,),
     ),
     Mutant(

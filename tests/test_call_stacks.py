@@ -1,20 +1,24 @@
-"""ops.call_stack of chrome traces (sql/call_stacks.sql, the innermost-open rule of attribution over Kineto's
-caller links): on every committed trace with Python frames it equals what the numpy sweep it replaced gave
-(that sweep is kept here, as the reference, over the raw JSON read with ``json``), and each tie rule is
-checked on a hand-made trace whose answer is written by hand.
+"""ops.call_stack of chrome traces (the innermost-open rule of attribution over Kineto's caller links, written
+as SQL in sql/call_stacks.sql and computed by normalize with numpy, ``nesting.call_stacks``): on every
+committed trace with Python frames it equals a plain sweep over the raw JSON read with ``json`` (kept here as
+the reference), each tie rule is checked on a hand-made trace whose answer is written by hand, and the numpy
+engine equals the SQL rule on random frame tables built to hit every tie.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import random
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from pipeline.normalize import normalize_file
+from pipeline.normalize.nesting import call_stacks, call_stacks_sql
 from tests.conftest import SAMPLES, SMALLCNN, q
 
 WITH_FRAMES = [
@@ -180,7 +184,7 @@ def test_links_cross_threads_and_a_repeated_id_means_its_first_frame(tmp_path: P
 
 def test_chrome_normalize_opens_one_duckdb_database_per_trace(tmp_path: Path, monkeypatch) -> None:
     # A DuckDB database costs ~20 ms of CPU to open and close (benchmarks/results/bench_chrome_i16.txt): chrome
-    # normalize opens one per trace and gives each step (call stacks, NVTX nesting, duplicate check) a cursor of it.
+    # normalize opens one per trace (duplicate and output checks); call stacks and NVTX nesting open none.
     from pipeline.normalize import chrome, nesting
 
     opened: list[str] = []
@@ -196,3 +200,52 @@ def test_chrome_normalize_opens_one_duckdb_database_per_trace(tmp_path: Path, mo
     stacks = q(tmp_path / "out", "SELECT count(call_stack) FROM ops")[0][0]
     assert rows["nvtx_ranges"] == 45 and stacks > 0  # both steps that used to open their own ran
     assert opened == ["pipeline.normalize.chrome"]
+
+
+def _random_frames_and_ops(seed: int) -> tuple[pa.Table, pa.Table]:
+    """Frames and ops as normalize hands them to call_stacks, made to hit the rule's corners: many equal
+    starts and ends (times on a 0-12 grid), zero and negative lengths, ops at frame ends, ids repeated in a
+    process and reused across processes, parents that no frame has or that sit on another thread, NULL pids
+    and parents, the large tids text ids become, cycles of links (a frame its own caller)."""
+    rng = random.Random(seed)
+    tids = [1, 2, 2**62 + 3] if seed % 3 == 0 else [1, 2]
+    # every 4th table spans more time (and ids) than packs beside a thread key: the ranks route
+    far = [0, 0, 2**61] if seed % 4 == 1 else [0]
+    frames = []
+    for row in range(rng.randint(1, 40)):
+        start = rng.randint(0, 12) + rng.choice(far)
+        frames.append({
+            "name": rng.choice("abcdefgh"), "pid": rng.choice([7, 7, 7, 8, None]), "tid": rng.choice(tids),
+            "start_ns": start, "end_ns": start + rng.choice([0, 1, 2, 3, 5, 8, 12, -1]),
+            "python_id": rng.choice([rng.randint(0, row + 1) + rng.choice(far), -1, None]),
+            "python_parent_id": rng.choice([rng.randint(-1, row + 2), rng.randint(-1, row + 2), None]),
+        })  # fmt: skip
+    ops = [
+        {"pid": rng.choice([7, 8, None]), "tid": rng.choice(tids), "start_ns": rng.randint(-1, 14) + rng.choice(far)}
+        for _ in range(rng.randint(0, 30))
+    ]
+    ints = ["pid", "tid", "start_ns", "end_ns", "python_id", "python_parent_id"]
+    frame_schema = pa.schema([("name", pa.string())] + [(c, pa.int64()) for c in ints])
+    op_schema = pa.schema([(c, pa.int64()) for c in ints[:3]])
+    return pa.Table.from_pylist(frames, frame_schema), pa.Table.from_pylist(ops, op_schema)
+
+
+def test_numpy_call_stacks_equal_the_sql_rule_on_random_frames() -> None:
+    held = 0
+    for seed in range(200):
+        frames, ops = _random_frames_and_ops(seed)
+        got = call_stacks(ops, frames).to_pylist()
+        assert got == call_stacks_sql(ops, frames).to_pylist(), seed
+        held += sum(s is not None for s in got)
+    assert held > 500  # the tables do give ops stacks, not only nulls
+
+
+def test_a_cycle_of_links_ends_and_equals_the_sql_rule() -> None:
+    # f is its own caller (id 1, parent 1) and g's; the op after g returned climbs to f; every chain stops.
+    frames = pa.table({
+        "name": ["f", "g"], "pid": [1, 1], "tid": [1, 1], "start_ns": [0, 5], "end_ns": [50, 10],
+        "python_id": [1, 2], "python_parent_id": [1, 1],
+    })  # fmt: skip
+    ops = pa.table({"pid": [1, 1], "tid": [1, 1], "start_ns": [7, 20]})
+    got = call_stacks(ops, frames).to_pylist()
+    assert got == call_stacks_sql(ops, frames).to_pylist() == ["f;f;g", "f;f"]

@@ -154,15 +154,15 @@ def _api_calls(runtime: pa.Table | None, driver: pa.Table | None) -> pa.Table | 
     return calls.append_column("call_id", pa.array(np.arange(calls.num_rows, dtype=np.int64)))
 
 
-def _ops(ops: pa.Table, py: pa.Table | None, con: duckdb.DuckDBPyConnection) -> pa.Table:
+def _ops(ops: pa.Table, py: pa.Table | None) -> pa.Table:
     ops = ops.sort_by([("start_ns", "ascending"), ("end_ns", "descending"), ("external_id", "ascending")])
     ops = ops.append_column("op_id", pa.array(np.arange(ops.num_rows, dtype=np.int64)))
     if py is not None and py.num_rows:
-        ops = ops.append_column("call_stack", call_stacks(ops, py, con))
+        ops = ops.append_column("call_stack", call_stacks(ops, py))
     return ops
 
 
-def _ranges(user: pa.Table | None, gpu: pa.Table | None, con: duckdb.DuckDBPyConnection) -> pa.Table | None:
+def _ranges(user: pa.Table | None, gpu: pa.Table | None) -> pa.Table | None:
     parts = []
     if user is not None:
         n = user.num_rows
@@ -192,7 +192,7 @@ def _ranges(user: pa.Table | None, gpu: pa.Table | None, con: duckdb.DuckDBPyCon
     # A stable sort: ranges with the same start and end keep file order, the first one the outer (docs/schema.md).
     ranges = ranges.sort_by([("start_ns", "ascending"), ("end_ns", "descending")])
     ranges = ranges.append_column("range_id", pa.array(np.arange(ranges.num_rows, dtype=np.int64)))
-    return with_nesting(ranges, con)
+    return with_nesting(ranges)
 
 
 def _devices(trace: msgspec.Struct) -> pa.Table | None:
@@ -334,8 +334,8 @@ def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
             + ")",
         )
     warnings = _decode_warnings(got)
-    # One database for every query of this trace: each step its own cursor (free; a database costs ~20 ms
-    # of CPU to open and close), one thread each (the ops thread and this one already use two cores).
+    # One database for every query of this trace (a database costs ~20 ms of CPU to open and close), one
+    # thread (the ops thread and this one already use two cores).
     con = duckdb_connect({"threads": "1"})
     try:
         dropped = {}
@@ -346,16 +346,14 @@ def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
             warnings.append(f"exact duplicate events counted once: {_counts({g: n for g, n in dropped.items() if n})}")
         if tables["kernel"] is None:
             warnings.append("no GPU kernel events in the trace (CPU-only profile, or CUDA activity not recorded)")
-        # Ops and their call stacks (the longest step: DuckDB and Arrow, which release the GIL) are built in a
+        # Ops and their call stacks (a sort and numpy/Arrow passes, which release the GIL) are built in a
         # thread while this one does the other tables and their Parquet writes: on 2 cores they overlap.
-        # The ops thread gets a cursor made here (a connection is used by one thread at a time); the pool
-        # is left (its thread done) before that cursor closes.
-        with con.cursor() as ops_con, ThreadPoolExecutor(1, thread_name_prefix="chrome-ops") as pool:
+        with ThreadPoolExecutor(1, thread_name_prefix="chrome-ops") as pool:
             ops = None
             if tables["cpu_op"] is not None:
-                ops = pool.submit(_ops, tables["cpu_op"], tables["python_function"], ops_con)
+                ops = pool.submit(_ops, tables["cpu_op"], tables["python_function"])
             _write_tables(con, tables, writer, ops)
-        ranges = _ranges(tables["user_annotation"], tables["gpu_user_annotation"], con)
+        ranges = _ranges(tables["user_annotation"], tables["gpu_user_annotation"])
         if ranges is not None:
             con.register("nvtx_ranges", ranges)
         # normalize's output checks, counted here over the tables in memory (the same SQL): no database

@@ -35,9 +35,8 @@ def _session(
         con.close()
 
 
-def with_nesting(ranges: pa.Table, db: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
-    """``ranges`` with ``depth`` and ``parent_id`` filled for push/pop ranges (:func:`push_pop_nesting`; ``db``
-    is no longer used: the rule runs in numpy, and callers that pass their database need not change).
+def with_nesting(ranges: pa.Table) -> pa.Table:
+    """``ranges`` with ``depth`` and ``parent_id`` filled for push/pop ranges (:func:`push_pop_nesting`).
 
     Start/end ranges may overlap freely, so they get depth 0 and no parent.
     """
@@ -164,10 +163,132 @@ def _thread_keys(frames: pa.Table, ops: pa.Table) -> tuple[pa.Array, pa.Array]:
     return key.slice(0, frames.num_rows), key.slice(frames.num_rows)
 
 
-def call_stacks(ops: pa.Table, frames: pa.Table, db: duckdb.DuckDBPyConnection | None = None) -> pa.Array:
+#: A caller chain stops after this many links: the SQL reference stops after as many links as there are
+#: frames, the same for every trace of fewer frames or shallower stacks (Python's own recursion limit is
+#: 1,000); only a cycle of links, which no profiler writes, reaches it.
+MAX_CHAIN = 4096
+
+
+def _ints(col: pa.ChunkedArray, fill: int) -> np.ndarray:
+    return pc.fill_null(col, fill).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _packed(group: np.ndarray, value: np.ndarray, probe: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """One int64 per (group, value) that sorts as the pair does, and for ``probe`` values (same groups order,
+    searched with side='right') the key of the last value <= each probe: value - min + 1 when the span fits
+    beside the groups, else ranks among the distinct values (0 = below every value)."""
+    lo, hi = (int(value.min()), int(value.max())) if len(value) else (0, 0)
+    width = hi - lo + 2
+    if width * (int(group.max(initial=0)) + 1) < 1 << 62:
+        pos = value - lo + 1
+        probe_pos = None if probe is None else np.clip(probe - lo + 1, 0, width - 1)
+    else:
+        distinct = np.unique(value)
+        width = len(distinct) + 1
+        pos = np.searchsorted(distinct, value) + 1
+        probe_pos = None if probe is None else np.searchsorted(distinct, probe, "right")
+    return width, pos, probe_pos
+
+
+def _latest_frames(
+    frame_thread: np.ndarray, start: np.ndarray, end: np.ndarray, op_thread: np.ndarray, t: np.ndarray
+) -> np.ndarray:
+    """Per op, the frame (row) that started last at or before ``t`` on its thread, -1 where none did; of
+    frames starting together the deepest: the one that ends first, then the later in the file."""
+    width, pos, t_pos = _packed(np.concatenate([frame_thread, op_thread]), start, t)
+    keys = frame_thread * width + pos
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    tie = sorted_keys[1:] == sorted_keys[:-1]
+    if tie.any():  # equal starts on a thread (rare): reorder those runs so the deepest comes last
+        tied = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])
+        rows = order[tied]
+        order[tied] = rows[np.lexsort((rows, -end[rows], keys[rows]))]
+    at = np.searchsorted(sorted_keys, op_thread * width + t_pos, "right") - 1
+    found = (at >= 0) & (sorted_keys[np.maximum(at, 0)] // width == op_thread)
+    return np.where(found, order[np.maximum(at, 0)], -1)
+
+
+def _callers(frames: pa.Table) -> np.ndarray:
+    """Each frame's caller (row), -1 where none: the first frame of its process whose ``python_id`` (>= 0)
+    is its ``python_parent_id``."""
+    pid = pc.dictionary_encode(pc.fill_null(frames["pid"], -1)).combine_chunks().indices
+    pid = pid.to_numpy(zero_copy_only=False).astype(np.int64)
+    ids, parents = _ints(frames["python_id"], -1), _ints(frames["python_parent_id"], -1)
+    has_id = np.flatnonzero(ids >= 0)
+    if not len(has_id):
+        return np.full(frames.num_rows, -1, np.int64)
+    width, pos, parent_pos = _packed(pid, ids[has_id], parents)
+    keys = pid[has_id] * width + pos
+    distinct, first = np.unique(keys, return_index=True)  # a stable sort: the first frame of each id
+    wanted = pid * width + parent_pos
+    at = np.minimum(np.searchsorted(distinct, wanted), len(distinct) - 1)
+    row = has_id[first[at]]
+    # (a parent id that no frame has probes the nearest id below it: equal keys alone do not make a match)
+    ok = (parents >= 0) & (distinct[at] == wanted) & (ids[row] == parents)
+    return np.where(ok, row, -1)
+
+
+def call_stacks(ops: pa.Table, frames: pa.Table) -> pa.Array:
     """For each op (in ``ops`` order): the python_function ``frames`` open on its thread at its start,
-    outermost first, ';'-joined; null where none is (the rule: sql/call_stacks.sql's header).
-    ``db``: see ``_session``; without one, a database of one thread (it runs beside normalize_chrome's writes)."""
+    outermost first, ';'-joined; null where none is.  The rule is sql/call_stacks.sql's header (that SQL,
+    :func:`call_stacks_sql`, is its reference); this is the same rule with numpy sorts and binary searches:
+    the ops step 0.14-0.16 -> 0.05-0.10 CPU-s on the 100 MB bench trace, the SQL's cost being most of what
+    chrome normalize had grown since the split (benchmarks/results/call_stacks_numpy.txt)."""
+    frame_thread, op_thread = (k.to_numpy(zero_copy_only=False) for k in _thread_keys(frames, ops))
+    start, end = _ints(frames["start_ns"], 0), _ints(frames["end_ns"], 0)
+    t = _ints(ops["start_ns"], 0)
+    latest = _latest_frames(frame_thread, start, end, op_thread, t)
+    caller = _callers(frames)
+    limit = min(frames.num_rows, MAX_CHAIN)
+    # (a) the latest frame if still open at t, (b) else its first caller open at t.
+    holder, level = np.where((latest >= 0) & (end[latest] > t), latest, -1), np.zeros(len(t), np.int64)
+    todo = np.flatnonzero((latest >= 0) & (holder < 0))
+    at = latest[todo]
+    for step in range(1, limit + 1):
+        at = caller[at]
+        todo, at = todo[at >= 0], at[at >= 0]
+        if not len(todo):
+            break
+        open_ = end[at] > t[todo]
+        holder[todo[open_]], level[todo[open_]] = at[open_], step
+        todo, at = todo[~open_], at[~open_]
+    return _joined_stacks(frames, caller, holder, level, limit)
+
+
+def _joined_stacks(frames: pa.Table, caller: np.ndarray, holder: np.ndarray, level: np.ndarray, limit: int) -> pa.Array:
+    """Per op: the names of its holder frame and the holder's callers (at most ``limit`` links from the
+    op's latest frame, ``level`` of them used to reach the holder), outermost first, ';'-joined."""
+    has = np.flatnonzero(holder >= 0)
+    stacks, which = np.unique(holder[has] * (limit + 1) + level[has], return_inverse=True)
+    node, budget = stacks // (limit + 1), limit - stacks % (limit + 1)
+    # Walk each distinct stack up to its top; step k of stack s is its frame k links above the holder.
+    steps: list[tuple[np.ndarray, np.ndarray]] = []
+    live, at = np.arange(len(stacks)), node
+    while len(live):
+        steps.append((live, at))
+        up = caller[at]
+        keep = (up >= 0) & (budget[live] > len(steps) - 1)
+        live, at = live[keep], up[keep]
+    lengths = np.zeros(len(stacks), np.int64)
+    for live, _ in steps:
+        lengths[live] += 1
+    offsets = np.r_[0, np.cumsum(lengths)]
+    flat = np.empty(offsets[-1], np.int64)
+    for k, (live, at) in enumerate(steps):  # outermost first: step k sits k places before the stack's end
+        flat[offsets[live] + lengths[live] - 1 - k] = at
+    names = frames["name"].combine_chunks().take(pa.array(flat))
+    if pa.types.is_dictionary(names.type):
+        names = names.dictionary_decode()
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), names), ";")
+    slot = np.full(len(holder), len(joined), np.int64)  # ops without a stack point one past, at a null
+    slot[has] = which.reshape(-1)
+    return pa.concat_arrays([joined, pa.nulls(1, pa.string())]).take(pa.array(slot))
+
+
+def call_stacks_sql(ops: pa.Table, frames: pa.Table, db: duckdb.DuckDBPyConnection | None = None) -> pa.Array:
+    """:func:`call_stacks` as sql/call_stacks.sql computes it (the rule written as SQL, kept as its reference:
+    tests compare the two). ``db``: see ``_session``; without one, a database of one thread."""
     frame_thread, op_thread = _thread_keys(frames, ops)
     with _session(db, {"threads": "1"}) as con:
         con.register(
