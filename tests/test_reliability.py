@@ -4,6 +4,7 @@ of every input problem: 2 with one line naming the file and the fix, never 1 (do
 from __future__ import annotations
 
 import errno
+import gc
 import gzip
 import hashlib
 import os
@@ -231,8 +232,14 @@ def test_disk_and_permission_errors_are_exit_2_naming_the_file(
 
     monkeypatch.setattr(TraceWriter, "write_batches", fail)
     monkeypatch.setattr(sys, "argv", ["tracepipe", "normalize", str(SMALLCNN / "nsys.sqlite.gz"), "-o", str(tmp_path)])
-    with pytest.raises(SystemExit) as exit_:
-        cli.run()
+    # cli.run marks the process as its own (and a batch command then stops the collector): both undone after,
+    # or every later in-process CLI call in this pytest process would behave as a separate `tracepipe` process
+    monkeypatch.setattr(cli, "_OWN_PROCESS", False)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            cli.run()
+    finally:
+        gc.enable()
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert fix in err and "kernels.parquet" in err and len(err.strip().splitlines()) == 1
