@@ -233,6 +233,14 @@ MUTANTS: list[Mutant] = [
         (STACKS,),
     ),
     Mutant(
+        "kernel_summary_float_mean",
+        "sql/layer_kernel_summary.sql",
+        "sum(waves_per_sm::DECIMAL(38, 18))::DOUBLE / nullif(count(waves_per_sm), 0) AS waves_per_sm",
+        "avg(waves_per_sm) AS waves_per_sm",
+        "means of DOUBLE columns are exact sums: the same bits in any launch order and thread split",
+        ("tests/test_exact_means.py",),
+    ),
+    Mutant(
         "ncu_binary_prefixes",
         "pipeline/normalize/ncu.py",
         '_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}',

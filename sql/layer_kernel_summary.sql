@@ -16,9 +16,9 @@
 -- ncu rule: a timeline kernel's measurement is the ncu launch ncu_kernel_match pairs it with, from an ncu trace of
 -- the same capture (trace id without its last '.'-part, as layer_macs pairs them); several ncu traces of one
 -- capture (raw and details pages) are averaged.  No ncu run of the capture: the ncu columns are NULL.
--- Means of DOUBLE columns sum in launch order (ORDER BY start_ns, kernel_id): the same trace gives the same bits
--- in any folder.  The launches' values are gathered into one list in that order (one sort per group, rather than
--- one per ordered avg()), whose list_avg adds them in the same order.
+-- Means of DOUBLE columns are exact sums over DECIMAL(38, 18) (each value rounded once, at 1e-18), divided once:
+-- the same trace gives the same bits in any folder and any thread split, with no per-group list or sort (the
+-- list of 10M launches' values that an ordered float sum needed ran analyze of 10M kernels out of a 3 GB limit).
 WITH ncu AS (
     SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct ORDER BY m.ncu_trace_id) AS achieved_pct,
            avg(x.theoretical_occupancy_pct ORDER BY m.ncu_trace_id) AS theoretical_pct
@@ -42,13 +42,8 @@ k AS (
 SELECT trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns,
        100.0 * gpu_time_ns / nullif(sum(gpu_time_ns) OVER (PARTITION BY trace_id), 0) AS share_pct,
        mean_ns, med_ns, min_ns, max_ns, stddev_ns, first_start_ns, threads, regs,
-       list_avg(list_transform(o, lambda x: x.th)) AS theoretical_occupancy_pct, limiter,
-       list_avg(list_transform(o, lambda x: x.est)) AS est_achieved_occupancy_pct,
-       list_avg(list_transform(o, lambda x: x.wps)) AS waves_per_sm, waves,
-       100.0 * list_avg(list_transform(o, lambda x: x.tail)) AS tail_fill_pct,
-       ncu_launches,
-       list_avg(list_transform(o, lambda x: x.ach)) AS ncu_achieved_occupancy_pct,
-       list_avg(list_transform(o, lambda x: x.nth)) AS ncu_theoretical_occupancy_pct
+       theoretical_occupancy_pct, limiter, est_achieved_occupancy_pct, waves_per_sm, waves,
+       100.0 * tail_fill AS tail_fill_pct, ncu_launches, ncu_achieved_occupancy_pct, ncu_theoretical_occupancy_pct
 FROM (
     SELECT trace_id, path, any_value(layer) AS layer, short_name, grid, block, count(*) AS launches,
            CAST(sum(duration_ns) AS BIGINT) AS gpu_time_ns,
@@ -57,9 +52,12 @@ FROM (
                 / nullif(count(duration_ns) * (count(duration_ns) - 1), 0)) AS stddev_ns, min(start_ns) AS first_start_ns,
            avg(threads)::DOUBLE AS threads, max(registers_per_thread) AS regs,
            mode(limiter) AS limiter, max(waves) AS waves, count(achieved_pct) AS ncu_launches,
-           list({th: theoretical_occupancy_pct, est: est_achieved_occupancy_pct, wps: waves_per_sm,
-                 tail: tail_wave_utilization, ach: achieved_pct, nth: theoretical_pct}
-                ORDER BY start_ns, kernel_id) AS o   -- launch order, for the means above
+           sum(theoretical_occupancy_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(theoretical_occupancy_pct), 0) AS theoretical_occupancy_pct,
+           sum(est_achieved_occupancy_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(est_achieved_occupancy_pct), 0) AS est_achieved_occupancy_pct,
+           sum(waves_per_sm::DECIMAL(38, 18))::DOUBLE / nullif(count(waves_per_sm), 0) AS waves_per_sm,
+           sum(tail_wave_utilization::DECIMAL(38, 18))::DOUBLE / nullif(count(tail_wave_utilization), 0) AS tail_fill,
+           sum(achieved_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(achieved_pct), 0) AS ncu_achieved_occupancy_pct,
+           sum(theoretical_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(theoretical_pct), 0) AS ncu_theoretical_occupancy_pct
     FROM k
     GROUP BY trace_id, path, short_name, grid, block
 )
