@@ -38,10 +38,10 @@ def main() -> None:
     copy = analyze._copy
     times: dict[str, float] = {}
 
-    def timed_copy(con: object, view: str, dest: Path, fmt: str, staged: bool = False) -> int:
+    def timed_copy(con: object, view: str, dest: Path, fmt: str) -> int:
         c = time.process_time()
         w = time.perf_counter()
-        rows = copy(con, view, dest, fmt, staged)
+        rows = copy(con, view, dest, fmt)
         times[view] = time.process_time() - c
         wall = time.perf_counter() - w
         print(f"{view:24s} {times[view]:6.2f} CPU-s {wall:6.2f} s wall  {rows:>10,} rows", flush=True)

@@ -51,34 +51,26 @@ def _differences(con: duckdb.DuckDBPyConnection, a: Path, b: Path) -> tuple[list
     return [(x, y) for x, y in zip(ta, tb, strict=False) if x != y] + [len(ta) - len(tb)] * (len(ta) != len(tb)), *only
 
 
-def test_in_memory_and_through_parquet_write_the_same_files(tmp_path: Path, monkeypatch) -> None:
-    """Through Parquet, through Parquet with the staged views staged (as past the memory limit), in memory one
-    view at a time, and in memory with 3 views at once (on cursors)."""
-    import pipeline.analyze as analyze
-
+def test_in_memory_and_through_parquet_write_the_same_files(tmp_path: Path) -> None:
+    """Through Parquet, in memory one view at a time, and in memory with 3 views at once (on cursors)."""
     norm = _normalize(tmp_path / "n")
     views = [*default_views(), "kernel_sm_load"]  # and one written only on request
-    modes = {"parquet": (False, 1), "staged": (False, 1), "memory": (True, 1), "concurrent": (True, 3)}
-    copies: list[tuple[str, bool]] = []
-    real_copy = analyze._copy
-    monkeypatch.setattr(
-        analyze,
-        "_copy",
-        lambda con, v, d, f, staged=False: copies.append((v, staged)) or real_copy(con, v, d, f, staged),
-    )
+    modes = {"parquet": (False, 1), "memory": (True, 1), "concurrent": (True, 3)}
     rows = {}
     for mode, (in_memory, workers) in modes.items():
-        monkeypatch.setattr(analyze, "STAGE_BYTES_PER_ROW", 10**15 if mode == "staged" else 1)
-        copies.clear()
         rows[mode] = write_views(
             connect(norm, views=[]), tmp_path / mode, views, ("parquet", "csv"), in_memory=in_memory, workers=workers
         )
-        assert {v for v, s in copies if s} == ({"gpu_op_layers"} if mode == "staged" else set()), mode
-    assert rows["memory"] == rows["parquet"] == rows["concurrent"] == rows["staged"]
+    assert rows["memory"] == rows["parquet"] == rows["concurrent"]
+    # the narrow attribution has one row per GPU operation, which gpu_op_layers' join keeps one to one
+    keys = "trace_id, op_kind, op_row_id"
+    attribution = duckdb.connect().read_parquet(str(tmp_path / "parquet" / "gpu_op_attribution.parquet"))
+    assert attribution.aggregate(f"count(DISTINCT ({keys}))").fetchall()[0][0] == rows["parquet"]["gpu_op_attribution"]
+    assert rows["parquet"]["gpu_op_attribution"] == rows["parquet"]["gpu_op_layers"] > rows["parquet"]["kernel_layers"]
     assert list(rows["concurrent"]) == list(rows["memory"])  # in the same (dependency) order
     con = duckdb.connect()
     for view in views:
-        for mode in ("memory", "concurrent", "staged"):
+        for mode in ("memory", "concurrent"):
             a, b = tmp_path / mode / f"{view}.parquet", tmp_path / "parquet" / f"{view}.parquet"
             assert _differences(con, a, b) == ([], 0, 0), (mode, view)
             csv = [sorted((tmp_path / m / f"{view}.csv").read_text().splitlines()) for m in (mode, "parquet")]
@@ -119,15 +111,3 @@ def test_a_failing_view_stops_the_concurrent_write_and_is_raised(tmp_path: Path)
     assert "kernel_layers" not in started and "layer_summary" not in started
     assert not (out / "layer_summary.parquet").exists() and not (out / "kernel_layers.parquet").exists()
     assert not [p for p in tmp_path.rglob(".*") if p.is_file()]
-
-
-def test_the_staged_views_are_staged_once_the_input_outgrows_the_memory_limit(monkeypatch) -> None:
-    from pipeline.analyze import STAGE_BYTES_PER_ROW, STAGED_VIEWS, staged_views
-
-    monkeypatch.setenv("TRACEPIPE_MEMORY_LIMIT", "3GB")
-    at_limit = -(-3_000_000_000 // STAGE_BYTES_PER_ROW)  # the fewest rows whose estimate reaches 3 GB
-    assert staged_views(at_limit - 1) == frozenset() and staged_views(3_000_000) == frozenset()
-    assert staged_views(at_limit) == STAGED_VIEWS == {"gpu_op_layers"}
-    assert staged_views(11_000_000) == STAGED_VIEWS  # the 10M-kernel benchmark trace (+1M ranges)
-    monkeypatch.setenv("TRACEPIPE_MEMORY_LIMIT", "1500MB")
-    assert staged_views(3_000_000) == STAGED_VIEWS

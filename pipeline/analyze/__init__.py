@@ -364,20 +364,14 @@ def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDB
     return result
 
 
-def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str, staged: bool = False) -> int:
-    """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written.
-    ``staged``: computed into a temporary table first, then that table copied (see :data:`STAGED_VIEWS`)."""
+def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
+    """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written."""
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
-    source = f"_staged_{view}" if staged else view
     try:
-        if staged:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {source} AS SELECT * FROM {view}")
-        (rows,) = con.execute(f"COPY (SELECT * FROM {source}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
+        (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
         os.replace(tmp, dest)
     finally:
-        if staged:
-            con.execute(f"DROP TABLE IF EXISTS {source}")
         tmp.unlink(missing_ok=True)
     return rows
 
@@ -410,25 +404,6 @@ def _views_to_write(views: list[str], sql_dir: Path) -> list[str]:
 #: 554 MB), and kernel_layers of 10M kernels would not fit in memory at all
 #: (benchmarks/results/bench_analyze_write.txt).
 IN_MEMORY_ROWS = 50_000
-#: Views whose query holds large join state while its rows stream into the Parquet writer.  Once the input
-#: outgrows the memory limit, the writer's buffers and the joins' hash tables compete for it and both spill:
-#: computing the view into a temporary table, then copying that table, keeps the two apart.  3M kernels under
-#: TRACEPIPE_MEMORY_LIMIT=1500MB: gpu_op_layers 66-69 -> 27 CPU-s, the whole analyze 100 -> 58 CPU-s (57 -> 32 s
-#: wall); with the memory to spare (3GB) the extra table costs 51 -> 56 CPU-s, hence the size rule below
-#: (benchmarks/results/analyze_staged_write.txt).  The other per-kernel views lose by it (kernel_layers 3.7 ->
-#: 10 CPU-s under 1500MB): they stream from one table and hold little.
-STAGED_VIEWS = frozenset({"gpu_op_layers"})
-#: Staged when the inputs' rows (:func:`input_rows`) times this reach the memory limit: gpu_op_layers of 3M
-#: kernels peaked at ~3 GB unconstrained, ~1 KB a row; 768 puts 3M kernels under 3GB on the streaming side.
-STAGE_BYTES_PER_ROW = 768
-
-
-def staged_views(rows: int) -> frozenset[str]:
-    """The :data:`STAGED_VIEWS` to stage for inputs of ``rows`` rows under this process's memory limit."""
-    limit = size_setting("TRACEPIPE_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
-    return STAGED_VIEWS if rows * STAGE_BYTES_PER_ROW >= limit else frozenset()
-
-
 #: The tables whose rows set the size of the per-kernel and per-range views.
 SIZE_TABLES = ("kernels", "memcpy", "memset", "nvtx_ranges", "ncu_kernels")
 
@@ -480,10 +455,8 @@ def write_views(
     files = view_files(sql_dir)
     have = defined_views(con)
     to_write = set(_views_to_write(views, sql_dir))
-    size = input_rows(con)
     if in_memory is None:
-        in_memory = size <= IN_MEMORY_ROWS
-    staged = staged_views(size)
+        in_memory = input_rows(con) <= IN_MEMORY_ROWS
     order = needed_views(views, sql_dir)
     workers = workers or view_workers()
     if in_memory and produce is None and not have.intersection(order) and workers > 1:
@@ -508,7 +481,7 @@ def write_views(
                 if view not in have:
                     con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
                 if written is None:
-                    written = _copy(con, view, parquet, "parquet", staged=view in staged)
+                    written = _copy(con, view, parquet, "parquet")
                 if not wanted:
                     scratch[view] = parquet
                 _read_back(con, view, parquet)
