@@ -35,20 +35,14 @@
 --     annotates) wins over the link.  Recomputed forward work therefore counts as `backward`.
 -- (3) Optimizer: a launch inside an optimizer step (`optimizer` range of tracepipe capture, PyTorch's own
 --     `Optimizer.step#<Class>.step` range or op) is `optimizer`, on the outermost such range's path.
-WITH RECURSIVE gpu_ops AS (
-    SELECT *, 'kernel' AS op_kind, kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
-           CAST(NULL AS VARCHAR) AS copy_kind
+WITH RECURSIVE gpu_ops AS (   -- the columns of each GPU operation that place its launch
+    SELECT trace_id, 'kernel' AS op_kind, kernel_id AS op_row_id, pid, tid, correlation_id, graph_node_id, external_id
     FROM kernels
     UNION ALL BY NAME
-    SELECT trace_id, 'memcpy' AS op_kind, copy_id AS op_row_id, device_id, context_id, stream_id, correlation_id,
-           external_id, start_ns, end_ns, duration_ns, bytes, kind AS copy_kind, pid, graph_node_id,
-           '[CUDA memcpy ' || coalesce(kind, 'unknown') || ']' AS name,
-           '[CUDA memcpy ' || coalesce(kind, 'unknown') || ']' AS short_name
+    SELECT trace_id, 'memcpy' AS op_kind, copy_id AS op_row_id, pid, correlation_id, graph_node_id, external_id
     FROM memcpy
     UNION ALL BY NAME
-    SELECT trace_id, 'memset' AS op_kind, set_id AS op_row_id, device_id, context_id, stream_id, correlation_id,
-           external_id, start_ns, end_ns, duration_ns, bytes, NULL AS copy_kind, pid, graph_node_id,
-           '[CUDA memset]' AS name, '[CUDA memset]' AS short_name
+    SELECT trace_id, 'memset' AS op_kind, set_id AS op_row_id, pid, correlation_id, graph_node_id, external_id
     FROM memset
 ),
 launch AS MATERIALIZED (
