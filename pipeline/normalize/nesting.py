@@ -173,13 +173,14 @@ def _ints(col: pa.ChunkedArray, fill: int) -> np.ndarray:
     return pc.fill_null(col, fill).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
-def _packed(group: np.ndarray, value: np.ndarray, probe: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-    """One int64 per (group, value) that sorts as the pair does, and for ``probe`` values (same groups order,
-    searched with side='right') the key of the last value <= each probe: value - min + 1 when the span fits
-    beside the groups, else ranks among the distinct values (0 = below every value)."""
+def _packed(groups: int, value: np.ndarray, probe: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """(width, pos, probe_pos): ``group * width + pos`` is one int64 per (group, value) for group codes below
+    ``groups`` that sorts as the pair does, and ``probe_pos`` the position of the last value <= each probe
+    (for searches with side='right'): value - min + 1 when the span fits beside the groups, else ranks among
+    the distinct values (0 = below every value)."""
     lo, hi = (int(value.min()), int(value.max())) if len(value) else (0, 0)
     width = hi - lo + 2
-    if width * (int(group.max(initial=0)) + 1) < 1 << 62:
+    if width * max(groups, 1) < 1 << 62:
         pos = value - lo + 1
         probe_pos = None if probe is None else np.clip(probe - lo + 1, 0, width - 1)
     else:
@@ -195,7 +196,8 @@ def _latest_frames(
 ) -> np.ndarray:
     """Per op, the frame (row) that started last at or before ``t`` on its thread, -1 where none did; of
     frames starting together the deepest: the one that ends first, then the later in the file."""
-    width, pos, t_pos = _packed(np.concatenate([frame_thread, op_thread]), start, t)
+    groups = int(max(frame_thread.max(initial=0), op_thread.max(initial=0))) + 1
+    width, pos, t_pos = _packed(groups, start, t)
     keys = frame_thread * width + pos
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
@@ -218,7 +220,7 @@ def _callers(frames: pa.Table) -> np.ndarray:
     has_id = np.flatnonzero(ids >= 0)
     if not len(has_id):
         return np.full(frames.num_rows, -1, np.int64)
-    width, pos, parent_pos = _packed(pid, ids[has_id], parents)
+    width, pos, parent_pos = _packed(int(pid.max()) + 1, ids[has_id], parents)
     keys = pid[has_id] * width + pos
     distinct, first = np.unique(keys, return_index=True)  # a stable sort: the first frame of each id
     wanted = pid * width + parent_pos
