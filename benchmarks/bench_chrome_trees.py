@@ -12,7 +12,8 @@ module level and the base's did not, so the head was charged ~3% of the 100 MB t
 Then the kernels written (correlation id, start ns, duration ns) are hashed outside the timed section; every
 tree must give the same ones.
 
-One unmeasured warm-up run per tree first, then rounds, the order reversed every other round (A B, B A, ...) so
+Every tree's ``pipeline`` is byte-compiled first (``compileall``), then one unmeasured warm-up run per
+tree, then rounds, the order reversed every other round (A B, B A, ...) so
 that neither a slow spell of a shared machine nor a drift within a round favours one tree.  Prints each run with
 the 1-minute load average, then per tree: medians and their ratio to the first tree, the median of the
 per-round paired ratios (tree / first, same round) and a 95% bootstrap interval of that median (10,000
@@ -96,7 +97,12 @@ def main() -> None:
     names = ", ".join(f"{n}={p}" for n, p in trees.items())
     print(f"trace: {args.trace} ({args.trace.stat().st_size / 1e6:.0f} MB); trees: {names}")
     for tree in trees.values():
-        child(tree, args.trace)  # warm-up: page cache, bytecode
+        # Bytecode written for every tree first: where PYTHONDONTWRITEBYTECODE is set (this project's CI and dev
+        # boxes) a tree without it, or with sources newer than it, would compile its modules in every run.
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(tree / "pipeline")], check=True, capture_output=True
+        )
+        child(tree, args.trace)  # warm-up: page cache
     runs: dict[str, list[dict]] = {name: [] for name in trees}
     for i in range(args.repeat):
         order = list(trees.items()) if i % 2 == 0 else list(trees.items())[::-1]
