@@ -52,7 +52,7 @@ MUTANTS: list[Mutant] = [
     # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
     Mutant(
         "equal_start_outer_wins",
-        "sql/gpu_op_attribution.sql",
+        "sql/launch_point_layers.sql",
         "arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns",
         "arg_min(range_id, depth) AS range_id, arg_min(end_ns, depth) AS end_ns",
         "among ranges starting at the same instant, the inner (deeper) one is the innermost",
@@ -60,7 +60,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "latest_call_is_launch",
-        "sql/gpu_op_attribution.sql",
+        "sql/gpu_op_launches.sql",
         "arg_min(call_id, start_ns) AS call_id, min(start_ns) AS start_ns, arg_min(tid, start_ns) AS tid",
         "arg_max(call_id, start_ns) AS call_id, max(start_ns) AS start_ns, arg_max(tid, start_ns) AS tid",
         "of several API calls sharing a correlation id, the earliest is the launch",
@@ -68,7 +68,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "outermost_start_end_wins",
-        "sql/gpu_op_attribution.sql",
+        "sql/launch_point_layers.sql",
         "arg_max(r.range_id, r.start_ns)",
         "arg_min(r.range_id, r.start_ns)",
         "of overlapping start/end ranges enclosing a launch, the latest-started (innermost) wins",
@@ -94,7 +94,7 @@ MUTANTS: list[Mutant] = [
     # --- more rules ----------------------------------------------------------------------------------------
     Mutant(
         "launch_on_range_end_is_outside",
-        "sql/gpu_op_attribution.sql",
+        "sql/launch_point_layers.sql",
         "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t",
         "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns > t",
         "a launch exactly at a range's end is inside it (closed interval, as nsys)",

@@ -111,3 +111,24 @@ def test_a_failing_view_stops_the_concurrent_write_and_is_raised(tmp_path: Path)
     assert "kernel_layers" not in started and "layer_summary" not in started
     assert not (out / "layer_summary.parquet").exists() and not (out / "kernel_layers.parquet").exists()
     assert not [p for p in tmp_path.rglob(".*") if p.is_file()]
+
+
+def _view(sql_dir: Path, name: str, inputs: str, extra: str = "") -> None:
+    first = inputs.split(",")[0].strip()
+    (sql_dir / f"{name}.sql").write_text(f"-- {name}\n{extra}-- Inputs:  {inputs}\nSELECT * FROM {first}\n")
+
+
+def test_a_staged_view_is_computed_once_on_its_own_even_with_one_reader(tmp_path: Path) -> None:
+    """A view read by one other is inlined into it, unless its header says ``-- analyze: staged`` and the inputs
+    are analyzed through Parquet; a view read by two is computed once either way (nvtx_paths)."""
+    from pipeline.analyze import STAGED, _views_to_write
+
+    _view(tmp_path, "one_reader", "kernels")
+    _view(tmp_path, "staged", "kernels", f"{STAGED} (its joins apart from its reader's)\n")
+    _view(tmp_path, "two_readers", "kernels")
+    _view(tmp_path, "mid", "two_readers")
+    _view(tmp_path, "top", "one_reader, staged, two_readers, mid")
+    assert _views_to_write(["top"], tmp_path) == ["staged", "two_readers", "top"]
+    assert _views_to_write(["top"], tmp_path, staged=False) == ["two_readers", "top"]  # in memory: small inputs
+    # the attribution: its rules' half (one reader) staged, the launches (two readers) computed once
+    assert {"gpu_op_launches", "launch_point_layers"} <= set(_views_to_write(["gpu_op_attribution"], SQL_DIR))

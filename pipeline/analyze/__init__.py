@@ -385,14 +385,21 @@ def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None
     con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT {select} FROM _rb_{view}")
 
 
-def _views_to_write(views: list[str], sql_dir: Path) -> list[str]:
+#: The header line of a view computed into its own result even when only one view reads it (see _views_to_write).
+STAGED = "-- analyze: staged"
+
+
+def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> list[str]:
     """In dependency order: ``views``, plus each view they need that two or more of the needed views read
     (``nvtx_paths`` under ``kernel_layers``, ``layer_summary``, ``layer_timeline``): computed once rather than
-    once per reader."""
+    once per reader; with ``staged`` (inputs too big to analyze in memory), plus each needed view whose header
+    says ``-- analyze: staged``: inlined into its reader, its joins and the reader's would hold DuckDB's memory
+    at once (``launch_point_layers`` under ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement,
+    1 GB as two). In memory the inputs are small and one statement fewer is the cheaper (1 MB trace: 0.05 s)."""
     files = view_files(sql_dir)
     need = needed_views(views, sql_dir)
     readers = collections.Counter(i for v in need for i in set(view_inputs(files[v])) if i in files)
-    return [v for v in need if v in views or readers[v] >= 2]
+    return [v for v in need if v in views or readers[v] >= 2 or (staged and STAGED in files[v].read_text())]
 
 
 #: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are
@@ -454,9 +461,9 @@ def write_views(
     scratch: dict[str, Path] = {}
     files = view_files(sql_dir)
     have = defined_views(con)
-    to_write = set(_views_to_write(views, sql_dir))
     if in_memory is None:
         in_memory = input_rows(con) <= IN_MEMORY_ROWS
+    to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
     order = needed_views(views, sql_dir)
     workers = workers or view_workers()
     if in_memory and produce is None and not have.intersection(order) and workers > 1:

@@ -94,7 +94,7 @@ LAYER_COLS = [
     Col("launches_per_call", "kernels/call", lambda x: "" if x is None else f"{x:.1f}", True),
     Col("gpu_time_ns", "GPU time µs", us, True),
     Col("share_pct", "share %", pct, True),
-    # training traces: the same GPU time split by pass (sql/gpu_op_attribution.sql); zeros for inference
+    # training traces: the same GPU time split by pass (sql/launch_point_layers.sql); zeros for inference
     Col("forward_gpu_time_ns", "forward µs", us, True),
     Col("backward_gpu_time_ns", "backward µs", us, True),
     Col("optimizer_gpu_time_ns", "optimizer µs", us, True),

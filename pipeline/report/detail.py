@@ -162,7 +162,7 @@ def pass_split(by_path: pl.DataFrame) -> tuple[bool, str]:
         kpis((f"{name} ({100 * n / max(total, 1):.1f}%)", f"{n / 1e3:,.1f} µs") for name, n in parts),
         note(
             "Per layer in the table below: backward kernels count for the forward layer with the same autograd "
-            "sequence number, optimizer kernels for the optimizer range (sql/gpu_op_attribution.sql)."
+            "sequence number, optimizer kernels for the optimizer range (sql/launch_point_layers.sql)."
         ),
     )
 

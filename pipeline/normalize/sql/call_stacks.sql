@@ -6,7 +6,7 @@
 --          points(op, thread, t)   each op (its row), its thread's key and the instant (ns) of its start
 -- Output:  table call_stacks(op, stack) per op that has a frame open; table stack_frames(stack, frames):
 --          frames of each distinct stack, outermost first (normalize turns them into names joined by ';')
--- Rule: the innermost-open rule of sql/gpu_op_attribution.sql, over the trace's own caller links.  The frame open
+-- Rule: the innermost-open rule of sql/launch_point_layers.sql, over the trace's own caller links.  The frame open
 -- at t is (a) the latest started at or before t on the thread (among equal starts the deepest: the one that
 -- ends first, then the later in the file) if it is still open: end > t (a frame that ends at t has
 -- returned); (b) else its first caller still open, stepping up the caller links.  The stack is that frame
