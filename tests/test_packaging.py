@@ -78,15 +78,19 @@ def test_wheel_from_sdist_installs_and_runs_the_pipeline_elsewhere(tmp_path: Pat
         assert {n.split("/")[-1] for n in in_sdist if n.split("/")[1:2] == [folder]} >= set(names), folder
 
     python = _venv_with_shared_deps(tmp_path / "venv")
+    # Away from the checkout and its PYTHONPATH: an editable install's tracepipe.egg-info there (`make install`)
+    # would make pip take the wheel's project for installed already and skip it.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
         check=True,
         capture_output=True,
+        cwd=tmp_path,
+        env=env,
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     shutil.copy(SMALLCNN / "nsys.sqlite.gz", elsewhere / "nsys.sqlite.gz")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     tracepipe = tmp_path / "venv" / "bin" / "tracepipe"
 
     def run(*argv: object) -> subprocess.CompletedProcess:
