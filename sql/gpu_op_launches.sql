@@ -41,13 +41,11 @@ made AS (   -- graph node -> where its original (stream-captured) node was made
     SELECT n.trace_id, n.graph_node_id, o.created_ns, o.pid, o.tid
     FROM nodes n
     JOIN nodes o ON o.trace_id = n.trace_id AND o.graph_node_id = coalesce(n.original_graph_node_id, n.graph_node_id)
-),
-kl AS (
-    SELECT k.trace_id, k.op_kind, k.op_row_id, k.external_id, l.call_id AS launch_call_id, coalesce(m.created_ns, l.start_ns) AS launch_start_ns,
-           coalesce(m.pid, l.pid, k.pid) AS launch_pid, coalesce(m.tid, l.tid, k.tid) AS launch_tid
-    FROM gpu_ops k
-    LEFT JOIN launch l
-      ON l.trace_id = k.trace_id AND l.correlation_id = k.correlation_id AND l.pid IS NOT DISTINCT FROM k.pid
-    LEFT JOIN made m ON m.trace_id = k.trace_id AND m.graph_node_id = k.graph_node_id
 )
-SELECT * FROM kl
+SELECT k.trace_id, k.op_kind, k.op_row_id, k.external_id, l.call_id AS launch_call_id,
+       coalesce(m.created_ns, l.start_ns) AS launch_start_ns, coalesce(m.pid, l.pid, k.pid) AS launch_pid,
+       coalesce(m.tid, l.tid, k.tid) AS launch_tid
+FROM gpu_ops k
+LEFT JOIN launch l
+  ON l.trace_id = k.trace_id AND l.correlation_id = k.correlation_id AND l.pid IS NOT DISTINCT FROM k.pid
+LEFT JOIN made m ON m.trace_id = k.trace_id AND m.graph_node_id = k.graph_node_id

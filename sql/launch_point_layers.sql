@@ -17,9 +17,10 @@
 -- (1) Forward / everything else, as nsys's NVTX projection: a range lives on the CPU thread that pushed it, and
 --     an op belongs to the ranges enclosing its *launching* call on that thread (gpu_op_launches: matched by
 --     correlation id; a replayed CUDA graph node where the node was made, so it gets the module that made it), not
---     to those overlapping its GPU time.  Only ranges of the trace's layer domain count (the default domain when it has push/pop ranges, else the domain with the
---     most): a CUB `CCCL` or user-library range never becomes a layer nor breaks the model's path.  Push/pop
---     ranges nest, and normalize computed each one's parent once, per thread and domain
+--     to those overlapping its GPU time.  Only ranges of the trace's layer domain count (the default domain
+--     when it has push/pop ranges, else the domain with the most): a CUB `CCCL` or user-library range never
+--     becomes a layer nor breaks the model's path.  Push/pop ranges nest, and normalize computed each one's
+--     parent once, per thread and domain
 --     (pipeline/normalize/nesting.py, the one nesting engine): the innermost range is (a) the latest range
 --     started at or before the launch (one ASOF lookup, n log n; the deepest of equal starts) if it is still
 --     open, (b) else its first ancestor still open, found by stepping up parent links (one hash join per level
@@ -33,8 +34,7 @@
 --     annotates) wins over the link.  Recomputed forward work therefore counts as `backward`.
 -- (3) Optimizer: a launch inside an optimizer step (`optimizer` range of tracepipe capture, PyTorch's own
 --     `Optimizer.step#<Class>.step` range or op) is `optimizer`, on the outermost such range's path.
-WITH RECURSIVE kl AS (SELECT * FROM gpu_op_launches),   -- kl: launches, as the rules below name them
-seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates
+WITH RECURSIVE seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates
     SELECT trace_id, op_id, pid, tid, start_ns, end_ns, sequence_number,
            (coalesce(fwd_thread_id, 0) > 0 OR name LIKE 'autograd::engine::evaluate_function:%'
             OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$')) AS is_backward
@@ -66,7 +66,7 @@ bwd_link AS (
 ),
 lp AS MATERIALIZED (   -- distinct launch points
     SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
-    FROM kl WHERE launch_start_ns IS NOT NULL
+    FROM gpu_op_launches WHERE launch_start_ns IS NOT NULL
 ),
 q AS (   -- every (thread, time) whose innermost layer range is wanted: launches and linked forward ops
     SELECT * FROM lp
