@@ -1,6 +1,7 @@
 """Chrome normalize of one trace by several source trees, interleaved, each measured by the same harness.
 
     python benchmarks/bench_chrome_trees.py TRACE --repeat 7 base=/path/to/tree pre=/path head=.
+    python benchmarks/bench_chrome_trees.py --pool OUTPUT1 OUTPUT2 ...   # rounds of earlier runs, as one sample
 
 Each run is a fresh ``python benchmarks/bench_chrome_trees.py --child TREE TRACE`` of *this* file, whatever the
 tree: the child puts TREE first on ``sys.path`` and times import of ``pipeline.normalize`` + ``normalize_file``
@@ -12,21 +13,27 @@ module level and the base's did not, so the head was charged ~3% of the 100 MB t
 Then the kernels written (correlation id, start ns, duration ns) are hashed outside the timed section; every
 tree must give the same ones.
 
-Every tree's ``pipeline`` is byte-compiled first (``compileall``), then one unmeasured warm-up run per
-tree, then rounds, the order reversed every other round (A B, B A, ...) so
-that neither a slow spell of a shared machine nor a drift within a round favours one tree.  Prints each run with
-the 1-minute load average, then per tree: medians and their ratio to the first tree, the median of the
-per-round paired ratios (tree / first, same round) and a 95% bootstrap interval of that median (10,000
-resamples of the rounds, fixed seed).
+Every process runs with bytecode written and read under one private ``PYTHONPYCACHEPREFIX`` (and
+PYTHONDONTWRITEBYTECODE unset), every tree's ``pipeline`` is byte-compiled there first (``compileall``), then one
+unmeasured warm-up run per tree writes the bytecode of every other module it imports, then rounds, each in its own
+random order (seeded: ``--seed``), so that neither a slow spell of a shared machine nor a place in the round
+favours one tree. (Until 2026-12-04 the order was reversed every other round, so each tree kept its places: with
+three trees the second always ran in the middle; on the GPU host two copies of one tree then differed by 6.5% in
+wall, 95% interval -10.1% .. -2.3%.) Prints each run with the 1-minute load average, then per tree: medians and
+their ratio to the first tree, the median of the per-round paired ratios (tree / first, same round) and a 95%
+bootstrap interval of that median (10,000 resamples of the rounds, fixed seed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from statistics import median
 
@@ -84,37 +91,9 @@ def bootstrap_median(values: list[float], resamples: int = 10_000, seed: int = 0
     return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
 
 
-def main() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks._measure import provenance
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("trace", type=Path)
-    ap.add_argument("trees", nargs="+", help="NAME=PATH, the first is the reference")
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.trees)}
-    print(provenance())
-    names = ", ".join(f"{n}={p}" for n, p in trees.items())
-    print(f"trace: {args.trace} ({args.trace.stat().st_size / 1e6:.0f} MB); trees: {names}")
-    for tree in trees.values():
-        # Bytecode written for every tree first: where PYTHONDONTWRITEBYTECODE is set (this project's CI and dev
-        # boxes) a tree without it, or with sources newer than it, would compile its modules in every run.
-        subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", str(tree / "pipeline")], check=True, capture_output=True
-        )
-        child(tree, args.trace)  # warm-up: page cache
-    runs: dict[str, list[dict]] = {name: [] for name in trees}
-    for i in range(args.repeat):
-        order = list(trees.items()) if i % 2 == 0 else list(trees.items())[::-1]
-        for name, tree in order:
-            r = child(tree, args.trace)
-            runs[name].append(r)
-            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-            print(f"run {i + 1} {name:8s} cpu {r['cpu']:6.3f} s  wall {r['secs']:6.3f} s  load {load}", flush=True)
-    digests = {r["kernel_sha256"] for rs in runs.values() for r in rs}
-    assert len(digests) == 1, f"the trees' kernels differ: {digests}"
-    first = next(iter(trees))
+def summary(runs: dict[str, list[dict]]) -> None:
+    """Medians per tree against the first, and per-round paired ratios (runs[name][i]: round i of that tree)."""
+    first = next(iter(runs))
     ref_cpu, ref_wall = median(r["cpu"] for r in runs[first]), median(r["secs"] for r in runs[first])
     for name, rs in runs.items():
         cpu, wall = median(r["cpu"] for r in rs), median(r["secs"] for r in rs)
@@ -130,6 +109,59 @@ def main() -> None:
                 f"paired {name:8s} {label:4s} median of {len(ratios)} ratios {median(ratios) - 1:+.1%} vs {first} "
                 f"(95% bootstrap interval {lo - 1:+.1%} .. {hi - 1:+.1%})"
             )
+
+
+def pool(files: list[str]) -> None:
+    """``summary`` over the rounds of several earlier outputs of this script (same tree names), as one sample."""
+    # The trees in their given order (the first is the reference), from the first output's "trees:" line.
+    names = re.search(r"trees: (.*)$", Path(files[0]).read_text(), re.M).group(1).split(", ")
+    runs: dict[str, list[dict]] = {name.split("=", 1)[0]: [] for name in names}
+    for f in files:
+        for m in re.finditer(r"^run (\d+) (\S+)\s+cpu\s+([\d.]+) s\s+wall\s+([\d.]+) s", Path(f).read_text(), re.M):
+            runs[m.group(2)].append({"cpu": float(m.group(3)), "secs": float(m.group(4))})
+    print(f"pooled rounds of: {', '.join(files)}")
+    summary(runs)
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks._measure import provenance
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace", type=Path)
+    ap.add_argument("trees", nargs="+", help="NAME=PATH, the first is the reference")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0, help="of the rounds' orders")
+    args = ap.parse_args()
+    trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.trees)}
+    print(provenance())
+    names = ", ".join(f"{n}={p}" for n, p in trees.items())
+    print(f"trace: {args.trace} ({args.trace.stat().st_size / 1e6:.0f} MB); trees: {names}")
+    # Bytecode for every module, as a pip install leaves it: where PYTHONDONTWRITEBYTECODE is set (this project's
+    # CI, dev boxes and GPU host) a tree without bytecode, or with sources newer than it, compiles its modules in
+    # every run, and so does any package installed without it: on the GPU host the torch venv's filelock 3.32.5
+    # (21 modules, imported by head only, for #15's writer locks) has no __pycache__, ~100 ms of each head run
+    # there (benchmarks/results/bench_chrome_trees_h200_s30.txt).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench-chrome-trees-pyc-")
+    print(f"bytecode: {os.environ['PYTHONPYCACHEPREFIX']}")
+    for tree in trees.values():
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(tree / "pipeline")], check=True, capture_output=True
+        )
+        child(tree, args.trace)  # warm-up: page cache
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    shuffle = random.Random(args.seed)
+    for i in range(args.repeat):
+        order = shuffle.sample(list(trees.items()), len(trees))
+        for name, tree in order:
+            r = child(tree, args.trace)
+            runs[name].append(r)
+            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+            print(f"run {i + 1} {name:8s} cpu {r['cpu']:6.3f} s  wall {r['secs']:6.3f} s  load {load}", flush=True)
+    digests = {r["kernel_sha256"] for rs in runs.values() for r in rs}
+    assert len(digests) == 1, f"the trees' kernels differ: {digests}"
+    summary(runs)
     kernels = next(iter(runs.values()))[0]["kernels"]
     print(f"kernels identical in every run: {kernels:,} (sha256 {next(iter(digests))[:16]})")
 
@@ -137,5 +169,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         _child(*sys.argv[2:4])
+    elif sys.argv[1:2] == ["--pool"]:
+        pool(sys.argv[2:])
     else:
         main()

@@ -3,7 +3,7 @@
 # (bench_chrome.generate) normalized by base = 9ed9a13 (carried in .dev/i16-chrome/9ed9a13), head = this tree and
 # base again (an A/A control: what the harness reads as a difference between two copies of one tree), each run
 # through the same harness (benchmarks/bench_chrome_trees.py), rounds in alternating order, taskset -c 0,1.
-#   run(command="bash benchmarks/device_i16_trees.sh 24", carry=[".dev/i16-chrome", ".whl"], timeout_s=600)
+#   run(command="bash benchmarks/device_i16_trees.sh 24 [REV]", carry=[".dev/i16-chrome", ".whl"], timeout_s=600)
 set -e
 exec > >(tee "$OUT/device_log.txt") 2>&1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/duckdb-*.whl .whl/msgspec-*.whl
@@ -17,8 +17,9 @@ PYTHONPATH=$H:$PYTHONPATH python3 -c "
 from pathlib import Path; from benchmarks.bench_chrome import generate
 print('t100 events', generate(Path('/tmp/t100.json'), 100))"
 for t in /tmp/base /tmp/base2 /tmp/head; do python3 -m compileall -q $t/pipeline >/dev/null; done
-taskset -c 0,1 python3 benchmarks/bench_chrome_trees.py /tmp/t100.json --repeat "${1:-24}" base=/tmp/base head=/tmp/head base2=/tmp/base2 \
+# A second argument names another carried tree (.dev/i16-chrome/REV), run as "prev" beside them.
+PREV=""
+if [ -n "$2" ]; then cp -r ".dev/i16-chrome/$2" /tmp/prev && PREV="prev=/tmp/prev"; fi
+taskset -c 0,1 python3 benchmarks/bench_chrome_trees.py /tmp/t100.json --repeat "${1:-24}" base=/tmp/base head=/tmp/head base2=/tmp/base2 $PREV --seed "${SEED:-0}" \
   | tee "$OUT/bench_chrome_trees_h200.txt"
-echo "## CPU by thread (benchmarks/chrome_threads.py), base vs head, interleaved pairs"
-for i in 1 2 3 4; do for t in /tmp/base /tmp/head; do taskset -c 0,1 python3 benchmarks/chrome_threads.py $t /tmp/t100.json | tail -1; done; done
 date -u
