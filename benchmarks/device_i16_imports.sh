@@ -7,18 +7,11 @@
 #   run(command="bash benchmarks/device_i16_imports.sh 12", carry=[".dev/i16-chrome", ".whl"], timeout_s=600)
 set -e
 exec > >(tee "$OUT/device_log.txt") 2>&1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/duckdb-*.whl .whl/msgspec-*.whl
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-H=$PWD
+source benchmarks/device_i16_setup.sh
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); python $(python3 -V); PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE-unset}"
 python3 -c "import filelock, msgspec, duckdb, pyarrow, numpy; [print(m.__name__, getattr(m, '__version__', '?'), m.__file__) for m in (filelock, msgspec, duckdb, pyarrow, numpy)]"
 ls "$(python3 -c 'import filelock, os; print(os.path.dirname(filelock.__file__))')"/__pycache__ 2>&1 | head -3
-cp -r .dev/i16-chrome/9ed9a13 /tmp/base && cp -r .dev/i16-chrome/9ed9a13 /tmp/base2
-rm -rf /tmp/head && mkdir /tmp/head && cp -r pipeline sql docs benchmarks pyproject.toml /tmp/head/
-for t in /tmp/base /tmp/base2 /tmp/head; do python3 -m compileall -q $t/pipeline >/dev/null; done
-PYTHONPATH=$H:$PYTHONPATH python3 -c "
-from pathlib import Path; from benchmarks.bench_chrome import generate
-print('t100 events', generate(Path('/tmp/t100.json'), 100))"
+for t in /tmp/base /tmp/head; do python3 -m compileall -q $t/pipeline >/dev/null; done
 mkdir -p "$OUT/imports"
 for variant in nocompile compiled; do
   [ $variant = compiled ] && python3 -m compileall -q /tmp/site >/dev/null

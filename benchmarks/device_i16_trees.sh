@@ -7,16 +7,8 @@
 #   run(command="bash benchmarks/device_i16_trees.sh 24 [REV]", carry=[".dev/i16-chrome", ".whl"], timeout_s=600)
 set -e
 exec > >(tee "$OUT/device_log.txt") 2>&1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/duckdb-*.whl .whl/msgspec-*.whl
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-H=$PWD
-cp -r .dev/i16-chrome/9ed9a13 /tmp/base && cp -r .dev/i16-chrome/9ed9a13 /tmp/base2
-# head copied next to them: every tree on one file system (/tmp), none read from the carried checkout's
-rm -rf /tmp/head && mkdir /tmp/head && cp -r pipeline sql docs benchmarks pyproject.toml /tmp/head/
+source benchmarks/device_i16_setup.sh
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); python $(python3 -V)"
-PYTHONPATH=$H:$PYTHONPATH python3 -c "
-from pathlib import Path; from benchmarks.bench_chrome import generate
-print('t100 events', generate(Path('/tmp/t100.json'), 100))"
 # A second argument names another carried tree (.dev/i16-chrome/REV), run as "prev" beside them.
 PREV=""
 if [ -n "$2" ]; then cp -r ".dev/i16-chrome/$2" /tmp/prev && PREV="prev=/tmp/prev"; fi
