@@ -51,7 +51,10 @@ def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted(sql_dir.glob("*.sql"))}
 
 
+#: Header lines that change how `analyze` treats a view: written only when asked for by name; computed into its
+#: own result even when only one view reads it (see _views_to_write).
 ON_REQUEST = "-- analyze: on request"
+STAGED = "-- analyze: staged"
 
 
 def default_views(sql_dir: Path = SQL_DIR) -> list[str]:
@@ -383,10 +386,6 @@ def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None
     select = ", ".join(f'CAST("{name}" AS {dtype}) AS "{name}"' for name, dtype, *_ in cols)
     con.read_parquet(str(parquet)).create_view(f"_rb_{view}", replace=True)  # the path never pasted into SQL
     con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT {select} FROM _rb_{view}")
-
-
-#: The header line of a view computed into its own result even when only one view reads it (see _views_to_write).
-STAGED = "-- analyze: staged"
 
 
 def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> list[str]:
