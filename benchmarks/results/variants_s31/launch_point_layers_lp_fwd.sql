@@ -1,0 +1,188 @@
+-- VARIANT (not adopted): the anti-join of q built on the launch points of linked forward threads only.
+-- launch_point_layers: per launch point (a CPU thread and instant at which GPU work was launched), the layer range
+-- and pass of the work launched there: the attribution rules of gpu_op_attribution, over distinct launch points.
+-- analyze: on request (an intermediate of gpu_op_attribution, which has all its columns: write it with
+--          `tracepipe analyze --view launch_point_layers`)
+-- analyze: staged (inputs analyzed through Parquet: computed into a file of its own although one view reads it,
+--          so that its joins and its reader's do not hold DuckDB's memory at once; 10M kernels: gpu_op_attribution
+--          53-65 -> 31 CPU-s, 14.9 GB spilled -> 1 GB, benchmarks/results/gpu_op_attribution_staged.txt)
+-- Inputs:  gpu_op_launches, ops, nvtx_ranges
+-- Output, one row per distinct (trace_id, pid, tid, launch_start_ns) of gpu_op_launches:
+--          trace_id, pid, tid, launch_start_ns (ns, CPU clock): the launch point (launch_pid / launch_tid of
+--                     gpu_op_launches)
+--          range_id   the layer range (NULL when none applies)
+--          pass       'forward' | 'backward' | 'optimizer' | NULL (outside every range, not backward/optimizer)
+--          bwd_op_id  the autograd backward op (ops.op_id) enclosing the launch; fwd_op_id: the forward op it
+--                     was linked to by sequence number
+-- Rules.
+-- (1) Forward / everything else, as nsys's NVTX projection: a range lives on the CPU thread that pushed it, and
+--     an op belongs to the ranges enclosing its *launching* call on that thread (gpu_op_launches: matched by
+--     correlation id; a replayed CUDA graph node where the node was made, so it gets the module that made it), not
+--     to those overlapping its GPU time.  Only ranges of the trace's layer domain count (the default domain
+--     when it has push/pop ranges, else the domain with the most): a CUB `CCCL` or user-library range never
+--     becomes a layer nor breaks the model's path.  Push/pop ranges nest, and normalize computed each one's
+--     parent once, per thread and domain
+--     (pipeline/normalize/nesting.py, the one nesting engine): the innermost range is (a) the latest range
+--     started at or before the launch (one ASOF lookup, n log n; the deepest of equal starts) if it is still
+--     open, (b) else its first ancestor still open, found by stepping up parent links (one hash join per level
+--     climbed, only for launches between sibling ranges).  Start/end ranges may overlap, so they are a
+--     fallback found by a range join on the (few) of them.
+-- (2) Backward: a launch inside an autograd backward op (ops with a sequence number that are backward nodes:
+--     `Fwd thread id` > 0, `autograd::engine::evaluate_function: ...` or `XBackward0`) takes the layer of the
+--     forward op with the same sequence number: the latest one started before the backward op that is not
+--     itself inside a backward op (recomputation under activation checkpointing is), its layer being found by
+--     rule (1) at its start.  A range opened inside the backward op (a recomputed forward that our capture
+--     annotates) wins over the link.  Recomputed forward work therefore counts as `backward`.
+-- (3) Optimizer: a launch inside an optimizer step (`optimizer` range of tracepipe capture, PyTorch's own
+--     `Optimizer.step#<Class>.step` range or op) is `optimizer`, on the outermost such range's path.
+WITH RECURSIVE seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates
+    SELECT trace_id, op_id, pid, tid, start_ns, end_ns, sequence_number,
+           (coalesce(fwd_thread_id, 0) > 0 OR name LIKE 'autograd::engine::evaluate_function:%'
+            OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$')) AS is_backward
+    FROM ops
+    WHERE sequence_number IS NOT NULL AND sequence_number >= 0
+),
+bwd AS (   -- outermost backward ops (evaluate_function wraps XBackward0, and work after it, with one number)
+    SELECT * EXCLUDE (prev_end)
+    FROM (
+        SELECT *, max(end_ns) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns, end_ns DESC
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        FROM seq_ops WHERE is_backward
+    )
+    WHERE prev_end IS NULL OR prev_end < end_ns
+),
+fwd AS (   -- forward ops not run inside a backward op (recomputation is)
+    SELECT f.trace_id, f.op_id, f.pid, f.tid, f.start_ns, f.sequence_number
+    FROM (SELECT * FROM seq_ops WHERE NOT is_backward) f
+    ASOF LEFT JOIN bwd b
+      ON b.trace_id = f.trace_id AND b.pid IS NOT DISTINCT FROM f.pid AND b.tid = f.tid AND f.start_ns >= b.start_ns
+    WHERE b.op_id IS NULL OR b.end_ns < f.start_ns
+),
+bwd_link AS (
+    SELECT b.trace_id, b.op_id AS bwd_op_id, b.pid, b.tid, b.start_ns, b.end_ns,
+           f.op_id AS fwd_op_id, f.pid AS fwd_pid, f.tid AS fwd_tid, f.start_ns AS fwd_start_ns
+    FROM bwd b
+    ASOF LEFT JOIN fwd f
+      ON f.trace_id = b.trace_id AND f.sequence_number = b.sequence_number AND b.start_ns >= f.start_ns
+),
+lp AS MATERIALIZED (   -- distinct launch points
+    SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
+    FROM gpu_op_launches WHERE launch_start_ns IS NOT NULL
+),
+lp_fwd AS (   -- launch points on the threads of linked forward ops only
+    SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, fwd_tid FROM bwd_link)
+),
+q AS (   -- every (thread, time) whose innermost layer range is wanted: launches and linked forward ops
+    SELECT * FROM lp
+    UNION ALL
+    SELECT DISTINCT trace_id, fwd_pid, fwd_tid, fwd_start_ns FROM bwd_link f
+    WHERE fwd_start_ns IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM lp_fwd lp WHERE lp.trace_id = f.trace_id AND lp.pid IS NOT DISTINCT FROM f.fwd_pid
+                      AND lp.tid = f.fwd_tid AND lp.t = f.fwd_start_ns)
+),
+pp_all AS (
+    SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth, parent_id, text, coalesce(domain, '') AS dkey
+    FROM nvtx_ranges WHERE kind = 'push_pop'
+),
+layer_domain AS (   -- the default domain when it has push/pop ranges, else the busiest one
+    SELECT trace_id, arg_max(dkey, CAST(dkey = '' AS BIGINT) * 1000000000000 + n) AS dkey
+    FROM (SELECT trace_id, dkey, count(*) AS n FROM pp_all GROUP BY ALL)
+    GROUP BY trace_id
+),
+pp AS (
+    SELECT p.* FROM pp_all p JOIN layer_domain d ON d.trace_id = p.trace_id AND d.dkey = p.dkey
+),
+starts AS (   -- one row per thread and start instant; among equal starts the deepest (innermost) wins
+    SELECT trace_id, pid, tid, start_ns, arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns
+    FROM pp GROUP BY trace_id, pid, tid, start_ns
+),
+last_started AS (
+    SELECT q.*, s.range_id, s.end_ns
+    FROM q ASOF LEFT JOIN starts s
+      ON s.trace_id = q.trace_id AND s.pid = q.pid AND s.tid = q.tid AND q.t >= s.start_ns
+),
+hop AS (   -- each range's parent (nvtx_ranges.parent_id, from normalize's nesting) and when it ends
+    SELECT c.trace_id, c.range_id, c.parent_id, p.end_ns AS parent_end_ns
+    FROM pp c JOIN pp p ON p.trace_id = c.trace_id AND p.range_id = c.parent_id
+),
+climb AS (    -- a range that ended before the launch: its parent encloses it; step up until one is open
+    SELECT trace_id, pid, tid, t, range_id, end_ns FROM last_started WHERE end_ns < t
+    UNION ALL
+    SELECT c.trace_id, c.pid, c.tid, c.t, h.parent_id, h.parent_end_ns
+    FROM climb c JOIN hop h ON h.trace_id = c.trace_id AND h.range_id = c.range_id
+    WHERE c.end_ns < c.t
+),
+innermost AS (
+    SELECT trace_id, pid, tid, t, range_id FROM last_started WHERE end_ns >= t
+    UNION ALL
+    SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t
+),
+start_end AS (
+    SELECT q.trace_id, q.pid, q.tid, q.t, arg_max(r.range_id, r.start_ns) AS range_id
+    FROM q JOIN nvtx_ranges r
+      ON r.trace_id = q.trace_id AND r.pid = q.pid AND r.tid = q.tid
+     AND r.kind = 'start_end' AND r.start_ns <= q.t AND q.t <= r.end_ns
+    GROUP BY ALL
+),
+attributed AS MATERIALIZED (
+    SELECT q.trace_id, q.pid, q.tid, q.t, coalesce(i.range_id, se.range_id) AS range_id
+    FROM q
+    LEFT JOIN innermost i USING (trace_id, pid, tid, t)
+    LEFT JOIN start_end se USING (trace_id, pid, tid, t)
+),
+opt_ranges AS (   -- optimizer steps: ranges (outermost of nested ones) and PyTorch's ops of the same name
+    SELECT trace_id, pid, tid, start_ns, end_ns, range_id
+    FROM (
+        SELECT *, max(end_ns) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns, end_ns DESC
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        FROM pp_all WHERE text = 'optimizer' OR text LIKE 'Optimizer.step#%'
+    )
+    WHERE prev_end IS NULL OR prev_end < end_ns
+    UNION ALL
+    SELECT trace_id, pid, tid, start_ns, end_ns, NULL AS range_id FROM ops WHERE name LIKE 'Optimizer.step#%'
+),
+in_bwd AS (   -- launch points inside a backward op (none in an inference trace: the joins below stay small)
+    SELECT q.trace_id, q.pid, q.tid, q.t, b.bwd_op_id, b.start_ns AS bwd_start_ns, b.fwd_op_id,
+           b.fwd_pid, b.fwd_tid, b.fwd_start_ns
+    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM bwd_link)) q  -- no sort otherwise
+    ASOF JOIN bwd_link b
+      ON b.trace_id = q.trace_id AND b.pid IS NOT DISTINCT FROM q.pid AND b.tid = q.tid AND q.t >= b.start_ns
+    WHERE b.end_ns >= q.t
+),
+bwd_decided AS (   -- the linked forward op's layer, unless a range opened inside the backward op encloses the launch
+    SELECT c.trace_id, c.pid, c.tid, c.t, c.bwd_op_id, c.fwd_op_id,
+           CASE WHEN fr.range_id IS NOT NULL AND NOT coalesce(own_r.start_ns >= c.bwd_start_ns, false)
+                THEN fr.range_id ELSE own.range_id END AS range_id
+    FROM in_bwd c
+    LEFT JOIN attributed own USING (trace_id, pid, tid, t)
+    LEFT JOIN pp_all own_r ON own_r.trace_id = own.trace_id AND own_r.range_id = own.range_id
+    LEFT JOIN attributed fr
+      ON fr.trace_id = c.trace_id AND fr.pid IS NOT DISTINCT FROM c.fwd_pid AND fr.tid = c.fwd_tid
+     AND fr.t = c.fwd_start_ns
+),
+opt_ctx AS (
+    SELECT q.trace_id, q.pid, q.tid, q.t, max(o.range_id) AS opt_range_id
+    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM opt_ranges)) q
+    JOIN opt_ranges o
+      ON o.trace_id = q.trace_id AND o.pid IS NOT DISTINCT FROM q.pid AND o.tid = q.tid
+     AND o.start_ns <= q.t AND q.t <= o.end_ns
+    GROUP BY ALL
+),
+decided AS (
+    SELECT a.trace_id, a.pid, a.tid, a.t, bd.bwd_op_id, bd.fwd_op_id,
+           CASE
+               WHEN oc.t IS NOT NULL THEN coalesce(oc.opt_range_id, a.range_id)
+               WHEN bd.bwd_op_id IS NOT NULL THEN bd.range_id
+               ELSE a.range_id
+           END AS range_id,
+           CASE
+               WHEN oc.t IS NOT NULL THEN 'optimizer'
+               WHEN bd.bwd_op_id IS NOT NULL THEN 'backward'
+               WHEN a.range_id IS NOT NULL THEN 'forward'
+           END AS pass
+    FROM attributed a
+    LEFT JOIN bwd_decided bd USING (trace_id, pid, tid, t)
+    LEFT JOIN opt_ctx oc USING (trace_id, pid, tid, t)
+)
+SELECT trace_id, pid, tid, t AS launch_start_ns, range_id, pass, bwd_op_id, fwd_op_id
+FROM decided
