@@ -4,10 +4,13 @@ Parquet (``in_memory=False``) whatever the input's size, so each COPY computes i
 views are computed by CREATE TABLE and the COPY only writes: benchmarks/profile_analyze_small.py times that).
 
     python benchmarks/profile_analyze_views.py NORMALIZED [--out DIR] [--threads N] [--explain VIEW ...]
+        [--skip VIEW ...]
 
 Prints one line per written view (scratch views that only feed others included) in write order, the total, and
 the peak RSS of the process. ``--explain VIEW``: also EXPLAIN ANALYZE that view's query (its inputs read from
-their written Parquet files, as in the write loop) and print the plan after the timings.
+their written Parquet files, as in the write loop) and print the plan after the timings. ``--skip VIEW``: leave
+default views out of the written set (what analyze would cost if they were written only on request: a view
+others read is still computed, into a scratch file when two or more read it).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="keep the views here (default: a temporary folder, removed)")
     ap.add_argument("--threads", type=int, help="DuckDB threads (default: DuckDB's, one per core)")
     ap.add_argument("--explain", nargs="*", default=[], help="views to EXPLAIN ANALYZE after writing")
+    ap.add_argument("--skip", nargs="*", default=[], help="default views not to write (computed if others read them)")
     args = ap.parse_args()
     c0 = time.process_time()
     import pipeline.analyze as analyze
@@ -54,7 +58,7 @@ def main() -> None:
         con = analyze.connect(args.normalized, views=[])
         if args.threads:
             con.execute(f"SET threads = {int(args.threads)}")
-        views = analyze.default_views()
+        views = [v for v in analyze.default_views() if v not in args.skip]
         analyze.write_views(con, out, views, ("parquet",), in_memory=False)
         total, wall = time.process_time() - c1, time.perf_counter() - w1
         views_cpu = sum(times.values())
