@@ -403,13 +403,14 @@ def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> lis
 
 #: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are
 #: analyzed in memory: each view is computed once into a table of the connection, which the views built on it
-#: read and which is copied to its file (2 statements a view instead of 5). On a 1 MB chrome trace the views'
-#: fixed costs are most of analyze: write 0.61 -> 0.36 CPU-s, 54 MB 1.13 -> 0.90 (#18.4). But a table's insert
-#: costs about what its Parquet write does, and Parquet holds repeated strings as dictionaries: at 80k kernels
-#: writing each view to Parquet and reading that back is faster (2.72 vs 3.24 CPU-s) and holds less (340 vs
-#: 554 MB), and kernel_layers of 10M kernels would not fit in memory at all
-#: (benchmarks/results/bench_analyze_write.txt).
-IN_MEMORY_ROWS = 50_000
+#: read and which is copied to its file (2 statements a view instead of 5), and views are computed two or more
+#: at once (:func:`view_workers`). On a 1 MB chrome trace the views' fixed costs are most of analyze: write
+#: 0.61 -> 0.36 CPU-s, 54 MB 1.13 -> 0.90 (#18.4). Past ~50k rows a table's insert costs more CPU than a Parquet
+#: write and read-back, but on 2 cores the concurrent views still finish sooner: the write stage's wall
+#: 0.66-0.80x at 52k-141k rows for 1.03-1.24x the CPU and 431-661 MB instead of 200-252 MB; at 211k only 0.91x
+#: for 1.35x the CPU and 899 MB (bench_analyze_write_s31.txt). Bigger inputs go through Parquet, where no result
+#: is held in memory (kernel_layers of 10M kernels would not fit).
+IN_MEMORY_ROWS = 100_000
 #: The tables whose rows set the size of the per-kernel and per-range views.
 SIZE_TABLES = ("kernels", "memcpy", "memset", "nvtx_ranges", "ncu_kernels")
 
