@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import pipeline.analyze as analyze
 from pipeline.analyze import SIZE_TABLES, SQL_DIR, connect, default_views, input_rows, write_views
 from pipeline.normalize import normalize_file
 from tests.conftest import SAMPLES, gunzip_to
@@ -92,6 +93,25 @@ def test_input_rows_counts_the_gpu_operations_and_ranges(tmp_path: Path) -> None
     expected = sum(v for t, v in counts.items() if t != "NVTX_EVENTS") + ranges.fetchone()[0]
     assert set(SIZE_TABLES) >= {"kernels", "memcpy", "memset", "nvtx_ranges"}
     assert input_rows(connect(norm, views=[])) == expected > 100
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_inputs_between_the_two_thresholds_are_analyzed_in_memory_only_with_concurrent_views(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """In memory the extra CPU of table inserts buys wall time only when views run at once: an input above the
+    one-at-a-time threshold and below the concurrent one stays in memory (views become tables of the
+    connection) with 2 workers and goes through Parquet (views read back their files) with 1."""
+    norm = tmp_path / "n"
+    normalize_file(RESNET / "nsys.sqlite.gz", norm)
+    rows = input_rows(connect(norm, views=[]))
+    monkeypatch.setattr(analyze, "IN_MEMORY_ROWS", rows)
+    monkeypatch.setattr(analyze, "IN_MEMORY_ROWS_ONE_AT_A_TIME", rows - 1)
+    con = connect(norm, views=[])
+    write_views(con, tmp_path / "a", ["layer_summary"], ("parquet",), workers=workers)
+    tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert ("layer_summary" in tables) == (workers > 1)
+    assert (tmp_path / "a" / "layer_summary.parquet").is_file()
 
 
 def test_a_failing_view_stops_the_concurrent_write_and_is_raised(tmp_path: Path) -> None:

@@ -403,16 +403,25 @@ def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> lis
 
 #: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are
 #: analyzed in memory: each view is computed once into a table of the connection, which the views built on it
-#: read and which is copied to its file (2 statements a view instead of 5), and views are computed two or more
-#: at once (:func:`view_workers`). On a 1 MB chrome trace the views' fixed costs are most of analyze: write
-#: 0.61 -> 0.36 CPU-s, 54 MB 1.13 -> 0.90 (#18.4). Past ~50k rows a table's insert costs more CPU than a Parquet
-#: write and read-back, but on 2 cores the concurrent views still finish sooner: the write stage's wall
+#: read and which is copied to its file (2 statements a view instead of 5), and with two or more cores several
+#: views are computed at once (:func:`view_workers`). On a 1 MB chrome trace the views' fixed costs are most of
+#: analyze: write 0.61 -> 0.36 CPU-s, 54 MB 1.13 -> 0.90 (#18.4). Past ~50k rows a table's insert costs more
+#: CPU than a Parquet write and read-back (80k kernels one view at a time: 3.24 vs 2.72 CPU-s,
+#: bench_analyze_write.txt), but on 2 cores the concurrent views still finish sooner: the write stage's wall
 #: 0.66-0.80x at 52k-141k rows for 1.03-1.24x the CPU and 431-661 MB instead of 200-252 MB; at 211k only 0.91x
-#: for 1.35x the CPU and 899 MB (bench_analyze_write_s31.txt). Bigger inputs go through Parquet, where no result
+#: for 1.35x the CPU and 899 MB (bench_analyze_write_s31.txt). So :func:`in_memory_rows` is this with two or more
+#: workers and :data:`IN_MEMORY_ROWS_ONE_AT_A_TIME` without. Bigger inputs go through Parquet, where no result
 #: is held in memory (kernel_layers of 10M kernels would not fit).
 IN_MEMORY_ROWS = 100_000
+IN_MEMORY_ROWS_ONE_AT_A_TIME = 50_000
 #: The tables whose rows set the size of the per-kernel and per-range views.
 SIZE_TABLES = ("kernels", "memcpy", "memset", "nvtx_ranges", "ncu_kernels")
+
+
+def in_memory_rows(workers: int) -> int:
+    """Inputs up to this many rows are analyzed in memory (:data:`IN_MEMORY_ROWS`): fewer when views are computed
+    one at a time, where the in-memory tables' extra CPU buys no wall time."""
+    return IN_MEMORY_ROWS if workers > 1 else IN_MEMORY_ROWS_ONE_AT_A_TIME
 
 
 def input_rows(con: duckdb.DuckDBPyConnection) -> int:
@@ -442,7 +451,7 @@ def write_views(
 
     Views are written in dependency order, each computed once: the views built on one
     (``layer_summary`` on ``kernel_layers``) read its result, not its SQL. ``in_memory`` (default: inputs of
-    at most :data:`IN_MEMORY_ROWS` rows) keeps each result as a table of ``con``; otherwise each is written
+    at most :func:`in_memory_rows` rows) keeps each result as a table of ``con``; otherwise each is written
     to Parquet and read back from there, so no result is held in memory. Without ``parquet`` in ``formats``
     (and for a view only needed by others) that file is a hidden, temporary one.
 
@@ -461,12 +470,13 @@ def write_views(
     scratch: dict[str, Path] = {}
     files = view_files(sql_dir)
     have = defined_views(con)
-    if in_memory is None:
-        in_memory = input_rows(con) <= IN_MEMORY_ROWS
-    to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
     order = needed_views(views, sql_dir)
     workers = workers or view_workers()
-    if in_memory and produce is None and not have.intersection(order) and workers > 1:
+    concurrent = produce is None and not have.intersection(order) and workers > 1
+    if in_memory is None:
+        in_memory = input_rows(con) <= in_memory_rows(workers if concurrent else 1)
+    to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
+    if in_memory and concurrent:
         return _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
     try:
         for view in order:
