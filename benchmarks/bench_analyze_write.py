@@ -14,6 +14,7 @@ equal (EXCEPT ALL both ways, every view).
 
     python benchmarks/bench_analyze_write.py sample_traces/h200_resnet18/torch_trace.json.gz nsys:80000 --reps 5
     python benchmarks/bench_analyze_write.py TRACE --modes memory,concurrent --reps 9
+    python benchmarks/bench_analyze_write.py TRACE --modes concurrent --trees TREE_BEFORE TREE_AFTER --reps 9
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -36,6 +38,8 @@ from benchmarks._measure import median, provenance  # noqa: E402
 
 
 def child(normalized: str, out: str, mode: str) -> None:
+    if tree := os.environ.get("BENCH_TREE"):  # --trees: this tree's pipeline, not the benchmark's own
+        sys.path.insert(0, tree)
     from pipeline.lean import pyarrow_without_pandas
 
     pyarrow_without_pandas()
@@ -62,9 +66,12 @@ def peak_rss_mb() -> float:
 
 
 def run_child(normalized: Path, out: Path, mode: str) -> dict:
+    """``mode`` is a write mode, or ``TREE=mode`` for that source tree's pipeline (``--trees``)."""
     shutil.rmtree(out, ignore_errors=True)
+    tree, _, mode = mode.rpartition("=")
+    env = {**os.environ, "BENCH_TREE": tree} if tree else None
     cmd = [sys.executable, __file__, "--child", str(normalized), str(out), mode]
-    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
 
 
 def same_outputs(a: Path, b: Path) -> list[str]:
@@ -101,6 +108,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--child", nargs=3)
     ap.add_argument("--modes", default="memory,concurrent,parquet", help="comma-separated, the first is the base")
+    ap.add_argument("--trees", nargs=2, metavar=("BEFORE", "AFTER"), help="each mode run by both trees' pipeline")
     args = ap.parse_args()
     if args.child:
         child(*args.child)
@@ -110,12 +118,15 @@ def main() -> None:
         tmp = Path(d)
         for spec in args.inputs:
             label, norm = prepare(spec, tmp)
-            runs: dict[str, list[dict]] = {m: [] for m in args.modes.split(",")}
+            modes = args.modes.split(",")
+            if args.trees:
+                modes = [f"{tree}={m}" for m in modes for tree in args.trees]
+            runs: dict[str, list[dict]] = {m: [] for m in modes}
             for _ in range(args.reps):
                 for mode in runs:
-                    runs[mode].append(run_child(norm, tmp / mode, mode))
+                    runs[mode].append(run_child(norm, tmp / f"out{modes.index(mode)}", mode))
             modes = list(runs)
-            bad = sorted({v for m in modes[1:] for v in same_outputs(tmp / modes[0], tmp / m)})
+            bad = sorted({v for i in range(1, len(modes)) for v in same_outputs(tmp / "out0", tmp / f"out{i}")})
             cpu = {m: median([r["cpu"] for r in rs]) for m, rs in runs.items()}
             wall = {m: median([r["wall"] for r in rs]) for m, rs in runs.items()}
             rss = {m: median([r["rss_mb"] for r in rs]) for m, rs in runs.items()}

@@ -14,6 +14,7 @@ import pytest
 
 import pipeline.analyze as analyze
 from pipeline.analyze import SIZE_TABLES, SQL_DIR, connect, default_views, input_rows, write_views
+from pipeline.lean import cores
 from pipeline.normalize import normalize_file
 from tests.conftest import SAMPLES, gunzip_to
 
@@ -112,6 +113,28 @@ def test_inputs_between_the_two_thresholds_are_analyzed_in_memory_only_with_conc
     tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert ("layer_summary" in tables) == (workers > 1)
     assert (tmp_path / "a" / "layer_summary.parquet").is_file()
+
+
+def test_views_run_side_by_side_share_the_cores_and_the_setting_comes_back(tmp_path: Path) -> None:
+    """While views run at once they share the allowed cores (one DuckDB thread each on 2 cores: the views are the
+    parallelism); the connection's own setting is restored afterwards, also when a view fails."""
+    norm = tmp_path / "n"
+    normalize_file(RESNET / "nsys.sqlite.gz", norm)
+    con = connect(norm, views=[])
+    con.execute("SET threads = 3")
+    seen: list[int] = []
+    write_views(con, tmp_path / "a", ["kernel_layers", "layer_summary"], ("parquet",), workers=2,
+                done=lambda v: seen.append(con.execute("SELECT current_setting('threads')").fetchone()[0]))  # fmt: skip
+    assert seen == [max(1, cores() // 2)] * 2
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 3
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "broken.sql").write_text("-- broken\n-- Inputs:  kernels\nSELECT no_such_column FROM kernels\n")
+    con = connect(norm, sql, views=[])
+    con.execute("SET threads = 3")
+    with pytest.raises(duckdb.BinderException):
+        write_views(con, tmp_path / "b", ["broken"], ("parquet",), sql_dir=sql, in_memory=True, workers=2)
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 3
 
 
 def test_a_failing_view_stops_the_concurrent_write_and_is_raised(tmp_path: Path) -> None:
