@@ -472,11 +472,11 @@ def write_views(
     have = defined_views(con)
     order = needed_views(views, sql_dir)
     workers = workers or view_workers()
-    concurrent = produce is None and not have.intersection(order) and workers > 1
+    side_by_side = produce is None and not have.intersection(order) and workers > 1  # views computed at once
     if in_memory is None:
-        in_memory = input_rows(con) <= in_memory_rows(workers if concurrent else 1)
+        in_memory = input_rows(con) <= in_memory_rows(workers if side_by_side else 1)
     to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
-    if in_memory and concurrent:
+    if in_memory and side_by_side:
         return _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
     try:
         for view in order:
