@@ -10,9 +10,12 @@ Run each side as its own command (``measure([...])``) so its numbers are its own
   the workers of a multiprocessing forkserver, which is itself left to init; misses at most ``interval``
   per process).
 * ``peak_rss_bytes``: the largest sum of RSS over the process and all its live descendants, sampled every
-  ``interval`` s with psutil; never below the largest single process's own peak (``ru_maxrss``), which catches
-  a spike between two samples.  A sum of RSS counts pages shared between processes (fork's copy-on-write
-  pages, a memory-mapped input) once per process: it is an upper bound on the memory the tree needs.
+  ``interval`` s with psutil; never below the largest single process's own peak (its VmHWM as last sampled,
+  and wait4's ``ru_maxrss`` where that exceeds the measuring process's own peak: Linux carries the forking
+  process's RSS into a child's ``ru_maxrss`` across the exec, so a harness holding 1.5 GB made every child read
+  1.5 GB), which catches a spike between two samples.  A sum of RSS counts pages shared between processes
+  (fork's copy-on-write pages, a memory-mapped input) once per process: it is an upper bound on the memory the
+  tree needs.
 
 ``ratios(ours, theirs)`` gives the wall and CPU ratios side by side: a parallel tool can win on wall time
 while spending more CPU, and a reader should see both.  ``provenance(argv)`` is the header a file in
@@ -24,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -47,7 +51,7 @@ class Measurement:
     wall_s: float
     cpu_s: float  # user + system of the process tree, see the module docstring
     peak_rss_bytes: int  # process tree, see the module docstring
-    max_single_rss_bytes: int  # the largest one process's own peak (ru_maxrss)
+    max_single_rss_bytes: int  # the largest one process's own peak (VmHWM; see the module docstring)
     returncode: int
     stdout: str
 
@@ -56,13 +60,27 @@ class Measurement:
         return f"wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s  peak RSS (tree) {rss:7.0f} MB"
 
 
-def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process], cpu: dict[int, float]) -> int:  # type: ignore[name-defined]
+def own_peak_rss_bytes(pid: int | str = "self") -> int:
+    """Peak RSS of one process's own memory: Linux's VmHWM, which an exec starts afresh (0 when unreadable).
+    For this process off Linux, ``ru_maxrss``."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        return 0
+    if pid != "self":
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+
+def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process], cpu: dict[int, float], seen: list[int]) -> int:  # type: ignore[name-defined]
     """Sum of RSS over ``root`` and its descendants now (processes that vanish mid-walk count 0); each one's
-    CPU so far goes into ``cpu`` (pid -> seconds)."""
+    CPU so far goes into ``cpu`` (pid -> seconds), its pid into ``seen``."""
     try:
         procs = [root, *root.children(recursive=True)]
     except psutil.Error:
         return 0
+    seen += [p.pid for p in procs]
     total = 0
     for p in procs:
         p = known.setdefault(p.pid, p)  # keep one Process per pid: psutil caches what it can per object
@@ -73,38 +91,55 @@ def _tree_rss(root: psutil.Process, known: dict[int, psutil.Process], cpu: dict[
     return total
 
 
-def _proc_tree_rss(root: int) -> int:
-    """``_tree_rss`` without psutil: parent links from /proc/<pid>/stat, RSS pages from /proc/<pid>/statm."""
+def _proc_tree_pids(root: int) -> list[int]:
+    """``root`` and its descendants, from the parent links of /proc/<pid>/stat."""
     children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
                 children.setdefault(ppid, []).append(int(d.name))
-    total, todo, page = 0, [root], os.sysconf("SC_PAGE_SIZE")
+    pids, todo = [], [root]
     while todo:
         pid = todo.pop()
+        pids.append(pid)
         todo += children.get(pid, [])
+    return pids
+
+
+def _proc_tree_rss(root: int, seen: list[int]) -> int:
+    """``_tree_rss`` without psutil: RSS pages from /proc/<pid>/statm of ``_proc_tree_pids`` (into ``seen``)."""
+    total, page = 0, os.sysconf("SC_PAGE_SIZE")
+    seen += _proc_tree_pids(root)
+    for pid in seen:
         with contextlib.suppress(OSError, IndexError, ValueError):
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
     return total
 
 
 class _Sampler(threading.Thread):
+    """The tree's summed RSS every ``interval`` s (``peak``), and the largest single process's own peak seen
+    (``single``: VmHWM, which includes spikes between samples)."""
+
     def __init__(self, pid: int, interval: float) -> None:
         super().__init__(daemon=True)
         self.pid = pid
         self.root = psutil.Process(pid) if psutil is not None else None
         self.interval = interval
         self.peak = 0
+        self.single = 0
         self.cpu: dict[int, float] = {}  # psutil only: the /proc fallback leaves it empty (wait4 alone)
         self.stop = threading.Event()
 
     def run(self) -> None:
         known: dict[int, psutil.Process] = {}
         while not self.stop.is_set():
-            now = _tree_rss(self.root, known, self.cpu) if self.root is not None else _proc_tree_rss(self.pid)
+            pids: list[int] = []
+            now = (
+                _tree_rss(self.root, known, self.cpu, pids) if self.root is not None else _proc_tree_rss(self.pid, pids)
+            )
             self.peak = max(self.peak, now)
+            self.single = max([self.single, *(own_peak_rss_bytes(pid) for pid in pids)])
             self.stop.wait(self.interval)
 
 
@@ -113,6 +148,7 @@ def measure(
 ) -> Measurement:
     """Run ``argv`` to completion and measure it (stdout kept, stderr passed through); raises
     ``subprocess.CalledProcessError`` when it fails, so a broken side never yields a ratio."""
+    own_peak = own_peak_rss_bytes()  # what a child's ru_maxrss may have inherited from this process
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, env=env, cwd=cwd)
@@ -128,7 +164,8 @@ def measure(
         stdout = out.read().decode()
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, argv, stdout)
-    single = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    waited = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    single = max(sampler.single, waited if waited > own_peak else 0)
     return Measurement(
         wall_s=wall,
         cpu_s=max(usage.ru_utime + usage.ru_stime, sum(sampler.cpu.values())),

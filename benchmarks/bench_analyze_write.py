@@ -20,10 +20,8 @@ equal (EXCEPT ALL both ways, every view).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -34,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._measure import median, provenance  # noqa: E402
+from benchmarks._measure import median, own_peak_rss_bytes, provenance  # noqa: E402
 
 
 def child(normalized: str, out: str, mode: str) -> None:
@@ -52,17 +50,8 @@ def child(normalized: str, out: str, mode: str) -> None:
 
     write_views(con, Path(out), default_views(), ("parquet",), in_memory=mode != "parquet", workers=workers)
     cpu, wall = time.process_time() - t, time.perf_counter() - w
-    print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": peak_rss_mb(), "input_rows": n}))
-
-
-def peak_rss_mb() -> float:
-    """This process's own peak RSS: Linux's VmHWM, which an exec starts afresh. Not ru_maxrss, which keeps the
-    forking parent's RSS across the exec (a parent that normalized a 500 MB trace made every child read 796 MB)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # Its own peak (VmHWM): ru_maxrss would carry the forking parent's RSS across the exec.
+    print(json.dumps({"cpu": cpu, "wall": wall, "rss_mb": own_peak_rss_bytes() / 2**20, "input_rows": n}))
 
 
 def run_child(normalized: Path, out: Path, mode: str) -> dict:

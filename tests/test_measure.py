@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from benchmarks._measure import measure, provenance
+from benchmarks._measure import ROOT, measure, provenance
 
 # The parent forks a worker that touches 300 MB and burns CPU, reports its own CPU (rusage), and exits; the
 # parent waits for it and prints the worker's report.  The parent itself stays small and idle.
@@ -39,6 +39,26 @@ def test_counts_a_forked_workers_cpu_and_memory() -> None:
     assert m.cpu_s >= worker["cpu"]  # the worker's CPU reached the totals through wait4
     assert m.peak_rss_bytes >= 300 * 2**20
     assert m.max_single_rss_bytes >= 300 * 2**20
+
+
+# A harness holding 400 MB measures a child that holds 60 MB: Linux carries the harness's RSS into the child's
+# ru_maxrss across the exec, which must not become the child's peak.
+_BIG_HARNESS = """
+import json, sys
+from benchmarks._measure import measure
+held = bytearray(400 * 2**20)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+child = "import time\\nb = bytearray(60 * 2**20)\\nfor i in range(0, len(b), 4096): b[i] = 1\\ntime.sleep(0.3)"
+m = measure([sys.executable, "-c", child])
+print(json.dumps([m.peak_rss_bytes, m.max_single_rss_bytes]))
+"""
+
+
+def test_a_big_harness_does_not_lend_its_memory_to_the_child() -> None:
+    out = subprocess.run([sys.executable, "-c", _BIG_HARNESS], capture_output=True, text=True, check=True, cwd=ROOT)
+    peak, single = json.loads(out.stdout)
+    assert 60 * 2**20 <= single <= peak < 300 * 2**20
 
 
 def test_a_failing_side_raises() -> None:
