@@ -27,8 +27,10 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import random
 import resource
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -179,6 +181,13 @@ def measure(
 def median(values: list[float]) -> float:
     """The middle value (upper middle for an even count): one real run, not an average of two."""
     return sorted(values)[len(values) // 2]
+
+
+def bootstrap_median(values: list[float], resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of the median of ``values`` resampled with replacement (a 95% interval)."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
 
 
 def ratios(ours: list[Measurement], theirs: list[Measurement]) -> str:

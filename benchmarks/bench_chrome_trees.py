@@ -84,15 +84,11 @@ def child(tree: Path, trace: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def bootstrap_median(values: list[float], resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """The 2.5th and 97.5th percentiles of the median of ``values`` resampled with replacement."""
-    rng = random.Random(seed)
-    meds = sorted(median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
-
-
 def summary(runs: dict[str, list[dict]]) -> None:
     """Medians per tree against the first, and per-round paired ratios (runs[name][i]: round i of that tree)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the parent's, not a child's tree
+    from benchmarks._measure import bootstrap_median
+
     first = next(iter(runs))
     ref_cpu, ref_wall = median(r["cpu"] for r in runs[first]), median(r["secs"] for r in runs[first])
     for name, rs in runs.items():

@@ -22,6 +22,9 @@ from pathlib import Path
 
 import duckdb
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._measure import bootstrap_median
+
 DEFAULT_OPTIONS = [
     "COMPRESSION zstd",
     "COMPRESSION zstd, WRITE_BLOOM_FILTER false",
@@ -39,12 +42,6 @@ def timed(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> t
     c, w = time.process_time(), time.perf_counter()
     con.execute(sql, params).fetchall()
     return time.process_time() - c, time.perf_counter() - w
-
-
-def bootstrap(ratios: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(n))
-    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
 def main() -> None:
@@ -100,7 +97,7 @@ def main() -> None:
     scans = {o: [sum(scan[o][f][r] for f in files) for r in range(args.reps)] for o in args.options}
     for opt in args.options:
         paired = [a / b for a, b in zip(totals[opt], totals[base], strict=True)]
-        lo, hi = bootstrap(paired)
+        lo, hi = bootstrap_median(paired)
         mb = sum(size[opt].values()) / 1e6
         print(
             f"  {opt:60s} write {statistics.median(totals[opt]):7.2f} CPU-s  {mb:8.1f} MB  "
