@@ -409,19 +409,19 @@ def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> lis
 #: CPU than a Parquet write and read-back (80k kernels one view at a time: 3.24 vs 2.72 CPU-s,
 #: bench_analyze_write.txt), but on 2 cores the concurrent views still finish sooner: the write stage's wall
 #: 0.66-0.80x at 52k-141k rows for 1.03-1.24x the CPU and 431-661 MB instead of 200-252 MB; at 211k only 0.91x
-#: for 1.35x the CPU and 899 MB (bench_analyze_write_s31.txt). So :func:`in_memory_rows` is this with two or more
-#: workers and :data:`IN_MEMORY_ROWS_ONE_AT_A_TIME` without. Bigger inputs go through Parquet, where no result
-#: is held in memory (kernel_layers of 10M kernels would not fit).
+#: for 1.35x the CPU and 899 MB (bench_analyze_write_s31.txt). So :func:`in_memory_rows` is this when views run
+#: side by side and :data:`IN_MEMORY_ROWS_ONE_AT_A_TIME` when they run one at a time. Bigger inputs go through
+#: Parquet, where no result is held in memory (kernel_layers of 10M kernels would not fit).
 IN_MEMORY_ROWS = 100_000
 IN_MEMORY_ROWS_ONE_AT_A_TIME = 50_000
 #: The tables whose rows set the size of the per-kernel and per-range views.
 SIZE_TABLES = ("kernels", "memcpy", "memset", "nvtx_ranges", "ncu_kernels")
 
 
-def in_memory_rows(workers: int) -> int:
+def in_memory_rows(side_by_side: bool) -> int:
     """Inputs up to this many rows are analyzed in memory (:data:`IN_MEMORY_ROWS`): fewer when views are computed
     one at a time, where the in-memory tables' extra CPU buys no wall time."""
-    return IN_MEMORY_ROWS if workers > 1 else IN_MEMORY_ROWS_ONE_AT_A_TIME
+    return IN_MEMORY_ROWS if side_by_side else IN_MEMORY_ROWS_ONE_AT_A_TIME
 
 
 def input_rows(con: duckdb.DuckDBPyConnection) -> int:
@@ -474,7 +474,7 @@ def write_views(
     workers = workers or view_workers()
     side_by_side = produce is None and not have.intersection(order) and workers > 1  # views computed at once
     if in_memory is None:
-        in_memory = input_rows(con) <= in_memory_rows(workers if side_by_side else 1)
+        in_memory = input_rows(con) <= in_memory_rows(side_by_side)
     to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
     if in_memory and side_by_side:
         return _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
