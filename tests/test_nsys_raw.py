@@ -227,12 +227,75 @@ def test_kernels_without_a_launch_counted_while_joining_equal_the_staged_check(
     assert _orphan_warning(tmp_path / "out", "cap.nsys").startswith(f"{expected} kernels match no launching API call")
 
 
-@pytest.mark.parametrize("capture", CAPTURES[:3] + CAPTURES[-2:], ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_orphan_kernel_count_on_sample_captures(tmp_path: Path, capture: Path) -> None:
-    (tmp_path / "cap").mkdir()
-    path = gunzip_to(capture, tmp_path / "cap" / "nsys.sqlite")
-    counted = _counted(path)
-    with sqlite3.connect(path) as con:
-        if "CUPTI_ACTIVITY_KIND_DRIVER" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}:
-            con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_DRIVER (correlationId, globalTid)")
-    assert counted == {"kernels_without_call": _orphans_by_sqlite3(path)}
+def _chunked_kernels(db: nsys.Sqlite, readers: int = 2) -> pa.Table:
+    got = [conform(pa.Table.from_batches([b]), "kernels", "t") for b in nsys_raw.kernel_batches(db, None, readers)]
+    return pa.concat_tables(got)
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_kernels_read_by_two_threads_in_chunks_equal_the_sql(
+    tmp_path: Path, capture: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernels child's two readers, each reading chunks of rowids on its own connection, give the rows the
+    one-query SQL gives, in the same order (chunks of a seventh of the table: 7-8 chunks, the last partial)."""
+    db = _open(gunzip_to(capture, tmp_path / "t.sqlite"))
+    try:
+        want = conform(db.arrow(nsys.kernels_sql(db, True)), "kernels", "t")
+        monkeypatch.setattr(nsys, "CHUNK_ROWS", max(1, want.num_rows // 7))
+        got = _chunked_kernels(db)
+        assert got.num_rows == want.num_rows
+        for name in want.column_names:
+            assert got[name].to_pylist() == want[name].to_pylist(), name
+    finally:
+        db.close()
+
+
+def test_chunks_follow_rowids_with_gaps_and_below_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rowids need not run 1..n: a table whose rows were deleted, or inserted with rowids of 0 and below,
+    is read whole and in rowid order by chunks of 2 rowids (some chunks empty)."""
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)
+    path = _corner_export(tmp_path / "c.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = rowid + 100")
+    db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = (rowid - 100) * 3 - 9")  # -6, -3, 0, 3, 6, 9
+    db.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 3")
+    db.commit()
+    db.close()
+    db = _open(path)
+    try:
+        got = _chunked_kernels(db)
+        assert got["start_ns"].to_pylist() == [100, 101, 102, 104, 105]
+        assert got["tid"].to_pylist() == [71, 80, 70, None, None]
+    finally:
+        db.close()
+
+
+def test_a_mixed_type_column_in_a_later_chunk_steps_aside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each chunk infers its own types: text among the name ids of the third chunk stops that chunk's reader,
+    and the raw reader steps aside (NotRaw) as it does when one reader meets it."""
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)
+    db = _open(_corner_export(tmp_path / "c.sqlite", [2, 2, 2, 2, 2, "inline name"]))
+    try:
+        with pytest.raises(nsys_raw.NotRaw):
+            _chunked_kernels(db)
+    finally:
+        db.close()
+
+
+def test_a_chunked_read_left_early_stops_its_threads_and_frees_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller that stops after the first batch: the reader threads end and their connections close, so the
+    database itself can close (ADBC refuses while a connection is open)."""
+    import threading
+
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 1)
+    db = _open(_corner_export(tmp_path / "c.sqlite"))
+    before = threading.active_count()
+    batches = db.chunked_batches("CUPTI_ACTIVITY_KIND_KERNEL", "start", 2)
+    assert next(batches).column(0).to_pylist() == [100]
+    assert threading.active_count() > before
+    batches.close()
+    assert threading.active_count() == before
+    db.close()  # raises if a reader's connection were still open
+    assert db.db is None

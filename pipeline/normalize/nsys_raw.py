@@ -96,6 +96,14 @@ def _reader(db: Sqlite, sql: str) -> Iterator[pa.RecordBatch]:
         raise NotRaw(str(e)) from e
 
 
+def _chunked_reader(db: Sqlite, table: str, select: str, readers: int) -> Iterator[pa.RecordBatch]:
+    """``SELECT select FROM table ORDER BY rowid`` read by ``readers`` threads; errors as :func:`_reader`'s."""
+    try:
+        yield from db.chunked_batches(table, select, readers)
+    except (OSError, pa.ArrowException) as e:
+        raise NotRaw(str(e)) from e
+
+
 def _select(columns: list[str]) -> str:
     return ", ".join(f'"{c}"' for c in columns)
 
@@ -221,10 +229,11 @@ class Launches:
         return gtid, _pid(gtid)
 
 
-def kernel_batches(db: Sqlite, counted: dict[str, int] | None = None) -> Iterator[pa.RecordBatch]:
+def kernel_batches(db: Sqlite, counted: dict[str, int] | None = None, readers: int = 1) -> Iterator[pa.RecordBatch]:
     """The kernels as ``nsys.kernels_sql(db, stored_order=True)`` gives them (``kernel_id`` null), read as
-    stored; :class:`NotRaw` where this export needs the SQL. Once every batch is read, ``counted`` gets
-    the kernels no launching call matches (``checks.KERNELS_WITHOUT_CALL``) where that count is exact."""
+    stored (by ``readers`` threads); :class:`NotRaw` where this export needs the SQL. Once every batch is read,
+    ``counted`` gets the kernels no launching call matches (``checks.KERNELS_WITHOUT_CALL``) where that count
+    is exact."""
     cols = db.columns(KERNEL_TABLE)
     strings = _strings(db)
     has_pid = "globalPid" in cols
@@ -233,9 +242,8 @@ def kernel_batches(db: Sqlite, counted: dict[str, int] | None = None) -> Iterato
     wanted = ["start", "end", "globalPid", "demangledName", "name", "shortName", "launchType", "graphId"]
     wanted += list(KERNEL_COPIED.values())
     read = [c for c in dict.fromkeys(wanted) if c in cols]
-    sql = f"SELECT {_select(read)} FROM {KERNEL_TABLE} ORDER BY rowid"
     unlaunched = 0
-    for batch in _reader(db, sql):
+    for batch in _chunked_reader(db, KERNEL_TABLE, _select(read), readers):
         n = batch.num_rows
         raw = dict(zip(read, batch.columns, strict=True))
         start, end = _int(raw["start"]), _int(raw["end"])
