@@ -23,9 +23,12 @@
 --     parent once, per thread and domain
 --     (pipeline/normalize/nesting.py, the one nesting engine): the innermost range is (a) the latest range
 --     started at or before the launch (one ASOF lookup, n log n; the deepest of equal starts) if it is still
---     open, (b) else its first ancestor still open, found by stepping up parent links (one hash join per level
---     climbed, only for launches between sibling ranges).  Start/end ranges may overlap, so they are a
---     fallback found by a range join on the (few) of them.
+--     open, (b) else its first ancestor still open.  Both are read off a per-thread timeline (`walk`): from
+--     each start instant to the next, the instants where the innermost open range changes, found by stepping
+--     up parent links once per start (ranges, not launches: 10M launches 12.4 -> 8.6 CPU-s against a climb
+--     per launch, benchmarks/results/launch_point_walk_10m.txt); each launch then takes the timeline's entry
+--     at or before it (one ASOF lookup).  Start/end ranges may overlap, so they are a fallback found by a
+--     range join on the (few) of them.
 -- (2) Backward: a launch inside an autograd backward op (ops with a sequence number that are backward nodes:
 --     `Fwd thread id` > 0, `autograd::engine::evaluate_function: ...` or `XBackward0`) takes the layer of the
 --     forward op with the same sequence number: the latest one started before the backward op that is not
@@ -92,26 +95,32 @@ starts AS (   -- one row per thread and start instant; among equal starts the de
     SELECT trace_id, pid, tid, start_ns, arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns
     FROM pp GROUP BY trace_id, pid, tid, start_ns
 ),
-last_started AS (
-    SELECT q.*, s.range_id, s.end_ns
-    FROM q ASOF LEFT JOIN starts s
-      ON s.trace_id = q.trace_id AND s.pid = q.pid AND s.tid = q.tid AND q.t >= s.start_ns
-),
 hop AS (   -- each range's parent (nvtx_ranges.parent_id, from normalize's nesting) and when it ends
     SELECT c.trace_id, c.range_id, c.parent_id, p.end_ns AS parent_end_ns
     FROM pp c JOIN pp p ON p.trace_id = c.trace_id AND p.range_id = c.parent_id
 ),
-climb AS (    -- a range that ended before the launch: its parent encloses it; step up until one is open
-    SELECT trace_id, pid, tid, t, range_id, end_ns FROM last_started WHERE end_ns < t
+walk AS (   -- from each start instant until the thread's next one: the innermost range open from instant p on.
+            -- The range started there while it is open; once it has ended, its first ancestor still open (a
+            -- closed one is stepped over); NULL once no ancestor is left. One walk per start, never per launch.
+    SELECT trace_id, pid, tid, start_ns AS p, range_id, end_ns,
+           lead(start_ns) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns) AS next_start_ns
+    FROM starts
     UNION ALL
-    SELECT c.trace_id, c.pid, c.tid, c.t, h.parent_id, h.parent_end_ns
-    FROM climb c JOIN hop h ON h.trace_id = c.trace_id AND h.range_id = c.range_id
-    WHERE c.end_ns < c.t
+    SELECT w.trace_id, w.pid, w.tid, CASE WHEN w.end_ns >= w.p THEN w.end_ns + 1 ELSE w.p END, h.parent_id,
+           h.parent_end_ns, w.next_start_ns
+    FROM walk w LEFT JOIN hop h ON h.trace_id = w.trace_id AND h.range_id = w.range_id
+    WHERE w.range_id IS NOT NULL AND w.end_ns IS NOT NULL
+      AND (w.next_start_ns IS NULL OR CASE WHEN w.end_ns >= w.p THEN w.end_ns + 1 ELSE w.p END < w.next_start_ns)
 ),
-innermost AS (
-    SELECT trace_id, pid, tid, t, range_id FROM last_started WHERE end_ns >= t
-    UNION ALL
-    SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t
+segments AS (   -- the innermost range of [p, next p) of the thread (a range of unknown end: none, as it is not open)
+    SELECT trace_id, pid, tid, p, CASE WHEN end_ns IS NOT NULL THEN range_id END AS range_id
+    FROM walk
+    WHERE range_id IS NULL OR end_ns IS NULL OR end_ns >= p
+),
+innermost AS (   -- (a) and (b) of rule (1) by one ASOF lookup per (thread, instant)
+    SELECT q.trace_id, q.pid, q.tid, q.t, s.range_id
+    FROM q ASOF LEFT JOIN segments s
+      ON s.trace_id = q.trace_id AND s.pid = q.pid AND s.tid = q.tid AND q.t >= s.p
 ),
 start_end AS (
     SELECT q.trace_id, q.pid, q.tid, q.t, arg_max(r.range_id, r.start_ns) AS range_id
@@ -121,9 +130,8 @@ start_end AS (
     GROUP BY ALL
 ),
 attributed AS MATERIALIZED (
-    SELECT q.trace_id, q.pid, q.tid, q.t, coalesce(i.range_id, se.range_id) AS range_id
-    FROM q
-    LEFT JOIN innermost i USING (trace_id, pid, tid, t)
+    SELECT i.trace_id, i.pid, i.tid, i.t, coalesce(i.range_id, se.range_id) AS range_id
+    FROM innermost i
     LEFT JOIN start_end se USING (trace_id, pid, tid, t)
 ),
 opt_ranges AS (   -- optimizer steps: ranges (outermost of nested ones) and PyTorch's ops of the same name

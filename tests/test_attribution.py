@@ -238,3 +238,30 @@ def test_nsys_and_torch_profiler_attribute_the_same_kernels_to_each_layer(captur
         == con.execute("SELECT count(*) FROM kernels WHERE trace_id = ?", [f"{capture}.nsys"]).fetchone()[0]
     )
     assert all(path is not None for path, *_ in per["nsys"])  # every kernel launched inside a module range
+
+
+def _layers_at(tmp_path: Path, ranges: list[dict], times: list[int]) -> list[str | None]:
+    """The layer of one kernel launched at each of ``times`` on thread 100/1."""
+    write_trace(tmp_path, "t", [K(i) for i in range(len(times))], [L(i, t) for i, t in enumerate(times)], ranges)
+    got = layers(tmp_path)
+    return [got[i][0] for i in range(len(times))]
+
+
+def test_ranges_ending_at_one_instant_hand_the_next_instant_to_their_open_ancestor(tmp_path: Path) -> None:
+    # step [0,100] > block [10,50] > conv [20,50]: at 50 both inner ones are still open (ends are inclusive); at 51
+    # both have ended, so the launch is step's, not block's (block's end is no later than conv's).
+    ranges = [R("step", 0, 100), R("block", 10, 50), R("conv", 20, 50)]
+    assert _layers_at(tmp_path, ranges, [50, 51, 101]) == ["conv", "step", None]
+
+
+def test_a_sibling_starting_the_instant_after_one_ends(tmp_path: Path) -> None:
+    # step [0,100] > a [10,19], b [20,30]: 19 is a's last instant, 20 b's first, 31 back in step.
+    ranges = [R("step", 0, 100), R("a", 10, 19), R("b", 20, 30)]
+    assert _layers_at(tmp_path, ranges, [19, 20, 31, 30]) == ["a", "b", "step", "b"]
+
+
+def test_a_range_outliving_the_one_it_started_in(tmp_path: Path) -> None:
+    # step [0,100] > block [10,40], and conv [20,45] starts inside block but ends after it (rounded chrome
+    # durations do this): conv is the latest range started and open until 45; from 46 on only step is open.
+    ranges = [R("step", 0, 100), R("block", 10, 40), R("conv", 20, 45)]
+    assert _layers_at(tmp_path, ranges, [38, 42, 45, 46]) == ["conv", "conv", "conv", "step"]
