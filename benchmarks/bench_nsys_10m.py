@@ -4,6 +4,7 @@ window repeated) at the issue's shape: ``--kernels`` kernels launched from ``--t
 ``--ranges`` NVTX ranges. Run it under ``taskset -c 0,1`` for the 2-core figure (the children inherit it).
 
     taskset -c 0,1 python benchmarks/bench_nsys_10m.py --kernels 10000000 --tmp /tmp [--profile-views]
+    taskset -c 0,1 python benchmarks/bench_nsys_10m.py --sqlite EXPORT.sqlite --rounds 3   (an export made before)
 Set TRACEPIPE_MEMORY_LIMIT to bound DuckDB in analyze (the figure says which limit it ran under).
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,38 +41,55 @@ def main() -> None:
         help="then normalize once more under profile_nsys_normalize.py: CPU, wall and timeline of each stage",
     )
     ap.add_argument("--no-analyze", action="store_true", help="normalize only (with --normalize-profile)")
+    ap.add_argument("--sqlite", type=Path, help="measure this export (made by an earlier run) instead of a new one")
+    ap.add_argument("--rounds", type=int, default=1, help="normalize + analyze this many times, then the medians")
     args = ap.parse_args()
     print(provenance(), flush=True)
     cores = len(os.sched_getaffinity(0))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory(prefix="bench-nsys-10m-", dir=args.tmp) as tmp:
         root = Path(tmp)
-        sqlite = root / "cap" / "nsys.sqlite"
-        sqlite.parent.mkdir()
-        t0 = time.perf_counter()
-        kernels = generate_rank_sqlite(sqlite, args.kernels, threads=args.threads, ranges=args.ranges)
-        print(
-            f"input: {kernels:,} kernels, {args.threads} threads, ~{args.ranges:,} ranges, "
-            f"{sqlite.stat().st_size / 2**20:.0f} MiB sqlite, generated in {time.perf_counter() - t0:.0f} s; "
-            f"{cores} cores; TRACEPIPE_MEMORY_LIMIT={os.environ.get('TRACEPIPE_MEMORY_LIMIT', 'default')}",
-            flush=True,
-        )
+        if args.sqlite is not None:
+            sqlite = args.sqlite
+            print(
+                f"input: {sqlite} ({sqlite.stat().st_size / 2**20:.0f} MiB), made by an earlier run; {cores} cores; "
+                f"TRACEPIPE_MEMORY_LIMIT={os.environ.get('TRACEPIPE_MEMORY_LIMIT', 'default')}",
+                flush=True,
+            )
+        else:
+            sqlite = root / "cap" / "nsys.sqlite"
+            sqlite.parent.mkdir()
+            t0 = time.perf_counter()
+            kernels = generate_rank_sqlite(sqlite, args.kernels, threads=args.threads, ranges=args.ranges)
+            print(
+                f"input: {kernels:,} kernels, {args.threads} threads, ~{args.ranges:,} ranges, "
+                f"{sqlite.stat().st_size / 2**20:.0f} MiB sqlite, generated in {time.perf_counter() - t0:.0f} s; "
+                f"{cores} cores; TRACEPIPE_MEMORY_LIMIT={os.environ.get('TRACEPIPE_MEMORY_LIMIT', 'default')}",
+                flush=True,
+            )
         tp = [sys.executable, "-m", "pipeline"]
-        n = measure([*tp, "normalize", str(sqlite), "--out", str(root / "n"), "-q"], env=env, cwd=ROOT)
-        print(f"normalize  {n.line()}", flush=True)
-        if args.normalize_profile:  # where normalize's time goes, and whether its wall is max(parent, child)
-            profile = [sys.executable, str(ROOT / "benchmarks" / "profile_nsys_normalize.py"), str(sqlite)]
-            print(subprocess.run(profile, env=env, cwd=ROOT, capture_output=True, text=True).stdout, flush=True)
-        if args.no_analyze:
-            return
-        a = measure([*tp, "analyze", str(root / "n"), "--out", str(root / "a"), "-q"], env=env, cwd=ROOT)
-        print(f"analyze    {a.line()}", flush=True)
-        print(
-            f"total      wall {n.wall_s + a.wall_s:7.2f} s  CPU {n.cpu_s + a.cpu_s:7.2f} s  "
-            f"peak RSS (tree) {max(n.peak_rss_bytes, a.peak_rss_bytes) / 1e6:7.0f} MB  "
-            f"(target: < 60 s wall, < 2000 MB on 2 cores)",
-            flush=True,
-        )
+        totals = []
+        for r in range(args.rounds):
+            shutil.rmtree(root / "n", ignore_errors=True)
+            shutil.rmtree(root / "a", ignore_errors=True)
+            n = measure([*tp, "normalize", str(sqlite), "--out", str(root / "n"), "-q"], env=env, cwd=ROOT)
+            print(f"normalize  {n.line()}", flush=True)
+            if args.normalize_profile and r == 0:  # where normalize's time goes; is the wall max(parent, child)?
+                profile = [sys.executable, str(ROOT / "benchmarks" / "profile_nsys_normalize.py"), str(sqlite)]
+                print(subprocess.run(profile, env=env, cwd=ROOT, capture_output=True, text=True).stdout, flush=True)
+            if args.no_analyze:
+                continue
+            a = measure([*tp, "analyze", str(root / "n"), "--out", str(root / "a"), "-q"], env=env, cwd=ROOT)
+            print(f"analyze    {a.line()}", flush=True)
+            totals.append((n.wall_s + a.wall_s, n.cpu_s + a.cpu_s, max(n.peak_rss_bytes, a.peak_rss_bytes)))
+            print(
+                f"total      wall {totals[-1][0]:7.2f} s  CPU {totals[-1][1]:7.2f} s  "
+                f"peak RSS (tree) {totals[-1][2] / 1e6:7.0f} MB  (target: < 60 s wall, < 2000 MB on 2 cores)",
+                flush=True,
+            )
+        if len(totals) > 1:
+            wall, cpu, rss = (statistics.median(t[i] for t in totals) for i in range(3))
+            print(f"median of {len(totals)} rounds: wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {rss / 1e6:7.0f} MB")
         if args.profile_views:  # where analyze's CPU goes, view by view, on the same normalized folder
             profile = [sys.executable, str(ROOT / "benchmarks" / "profile_analyze_views.py"), str(root / "n")]
             print(subprocess.run(profile, env=env, cwd=ROOT, capture_output=True, text=True).stdout, flush=True)
