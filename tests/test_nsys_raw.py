@@ -299,3 +299,30 @@ def test_a_chunked_read_left_early_stops_its_threads_and_frees_the_database(
     assert threading.active_count() == before
     db.close()  # raises if a reader's connection were still open
     assert db.db is None
+
+
+def test_sparse_rowids_make_a_bounded_number_of_chunk_queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rowids 1 .. 10^12 with six rows: chunks of 2 rowids would be 5 * 10^11 queries; each chunk spans more
+    rowids instead, so at most MAX_CHUNKS (+ 1) queries read the table, and every row comes back in order."""
+    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)
+    path = _corner_export(tmp_path / "c.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = rowid * 200000000000 WHERE rowid > 1")
+    db.commit()
+    db.close()
+    queries = []
+    reader = nsys.Sqlite._reader
+
+    def counted(stmt: object, sql: str) -> pa.RecordBatchReader:
+        queries.append(sql)
+        assert len(queries) <= nsys.MAX_CHUNKS + 10, "one query per CHUNK_ROWS rowids"
+        return reader(stmt, sql)
+
+    monkeypatch.setattr(nsys.Sqlite, "_reader", staticmethod(counted))
+    db = _open(path)
+    try:
+        assert _chunked_kernels(db)["start_ns"].to_pylist() == [100, 101, 102, 103, 104, 105]
+    finally:
+        db.close()
+    chunked = [q for q in queries if "rowid >" in q]
+    assert 2 <= len(chunked) <= nsys.MAX_CHUNKS + 1

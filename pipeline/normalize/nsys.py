@@ -43,8 +43,10 @@ from pipeline.store import TraceWriter
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 #: Rows per Arrow batch read from sqlite, and so per Parquet row group written.
 BATCH_ROWS = 65536
-#: Rows of a table (by rowid) one reader thread of :meth:`Sqlite.chunked_batches` reads at a time.
+#: Rows of a table (by rowid) one reader thread of :meth:`Sqlite.chunked_batches` reads at a time, and the
+#: most chunks it splits a table into (rowids far sparser than 1..n make each chunk span more of them).
 CHUNK_ROWS = 4 * BATCH_ROWS
+MAX_CHUNKS = 1024
 LAUNCH_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 #: From this many kernels on (and with 2+ cores, outside a worker pool), a child process reads and writes
 #: the kernels while this one does every other table: the kernel table is the largest part. The child is a
@@ -138,6 +140,8 @@ class Sqlite:
         if readers < 2 or last is None or last - first < CHUNK_ROWS:
             yield from self.batches(f"SELECT {select} FROM {table} ORDER BY rowid")
             return
+        # nsys numbers rows 1..n; a file with far sparser rowids still makes at most ~MAX_CHUNKS queries
+        step = max(CHUNK_ROWS, (int(last) - int(first)) // MAX_CHUNKS + 1)
         local, conns, lock = threading.local(), [], threading.Lock()
 
         def read(lo: int) -> list[pa.RecordBatch]:
@@ -148,7 +152,7 @@ class Sqlite:
             stmt, reader = adbc.AdbcStatement(local.conn), None
             try:
                 stmt.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(BATCH_ROWS)})
-                where = f"rowid > {lo:d} AND rowid <= {lo + CHUNK_ROWS:d}"
+                where = f"rowid > {lo:d} AND rowid <= {lo + step:d}"
                 reader = self._reader(stmt, f"SELECT {select} FROM {table} WHERE {where} ORDER BY rowid")
                 return list(reader)
             finally:
@@ -158,7 +162,7 @@ class Sqlite:
 
         pool = concurrent.futures.ThreadPoolExecutor(readers, thread_name_prefix="tracepipe-sqlite")
         ahead: collections.deque[concurrent.futures.Future] = collections.deque()
-        starts = iter(range(int(first) - 1, int(last), CHUNK_ROWS))
+        starts = iter(range(int(first) - 1, int(last), step))
         try:
             for lo in itertools.islice(starts, readers + 1):
                 ahead.append(pool.submit(read, lo))
