@@ -95,8 +95,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "launch_on_range_end_is_outside",
         "sql/launch_point_layers.sql",
-        "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns >= t",
-        "SELECT trace_id, pid, tid, t, range_id FROM climb WHERE end_ns > t",
+        "CASE WHEN w.end_ns >= w.p THEN w.end_ns + 1 ELSE w.p END, h.parent_id",
+        "CASE WHEN w.end_ns >= w.p THEN w.end_ns ELSE w.p END, h.parent_id",
         "a launch exactly at a range's end is inside it (closed interval, as nsys)",
         (ATTR,),
     ),
