@@ -107,14 +107,33 @@ def summary(runs: dict[str, list[dict]]) -> None:
             )
 
 
+def run_sections(text: str) -> list[tuple[list[str], list[tuple[str, dict]]]]:
+    """Each run of this script in ``text`` (an output, or several concatenated): its tree names in order (from its
+    "trees:" line) and its rounds as (tree name, {"cpu", "secs"})."""
+    out: list[tuple[list[str], list[tuple[str, dict]]]] = []
+    for line in text.splitlines():
+        if m := re.search(r"trees: (.*)$", line):
+            out.append(([name.split("=", 1)[0] for name in m.group(1).split(", ")], []))
+        elif (m := re.match(r"run (\d+) (\S+)\s+cpu\s+([\d.]+) s\s+wall\s+([\d.]+) s", line)) and out:
+            out[-1][1].append((m.group(2), {"cpu": float(m.group(3)), "secs": float(m.group(4))}))
+    return out
+
+
 def pool(files: list[str]) -> None:
-    """``summary`` over the rounds of several earlier outputs of this script (same tree names), as one sample."""
-    # The trees in their given order (the first is the reference), from the first output's "trees:" line.
-    names = re.search(r"trees: (.*)$", Path(files[0]).read_text(), re.M).group(1).split(", ")
-    runs: dict[str, list[dict]] = {name.split("=", 1)[0]: [] for name in names}
-    for f in files:
-        for m in re.finditer(r"^run (\d+) (\S+)\s+cpu\s+([\d.]+) s\s+wall\s+([\d.]+) s", Path(f).read_text(), re.M):
-            runs[m.group(2)].append({"cpu": float(m.group(3)), "secs": float(m.group(4))})
+    """``summary`` over the rounds of several earlier outputs of this script, as one sample: the runs with the first
+    run's trees (the first of them is the reference); a run of other trees (a results file may concatenate
+    several) is left out and named."""
+    sections = [(f, names, rounds) for f in files for names, rounds in run_sections(Path(f).read_text())]
+    if not sections:
+        raise SystemExit(f"no run of this script in {', '.join(files)}")
+    reference = sections[0][1]
+    runs: dict[str, list[dict]] = {name: [] for name in reference}
+    for f, names, rounds in sections:
+        if names != reference:
+            print(f"left out: a run of {f} with trees {', '.join(names)} (pooled: {', '.join(reference)})")
+            continue
+        for name, r in rounds:
+            runs[name].append(r)
     print(f"pooled rounds of: {', '.join(files)}")
     summary(runs)
 
