@@ -95,8 +95,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "launch_on_range_end_is_outside",
         "sql/launch_point_layers.sql",
-        "CASE WHEN w.end_ns >= w.p THEN w.end_ns + 1 ELSE w.p END, h.parent_id",
-        "CASE WHEN w.end_ns >= w.p THEN w.end_ns ELSE w.p END, h.parent_id",
+        "CASE WHEN w.end_ns >= w.p THEN w.end_ns::HUGEINT + 1 ELSE w.p END,\n",
+        "CASE WHEN w.end_ns >= w.p THEN w.end_ns::HUGEINT ELSE w.p END,\n",
         "a launch exactly at a range's end is inside it (closed interval, as nsys)",
         (ATTR,),
     ),

@@ -102,20 +102,22 @@ hop AS (   -- each range's parent (nvtx_ranges.parent_id, from normalize's nesti
 walk AS (   -- from each start instant until the thread's next one: the innermost range open from instant p on.
             -- The range started there while it is open; once it has ended, its first ancestor still open (a
             -- closed one is stepped over); NULL once no ancestor is left. One walk per start, never per launch.
-    SELECT trace_id, pid, tid, start_ns AS p, range_id, end_ns,
+            -- p is HUGEINT: the instant after a range ending at the last BIGINT instant is past every launch.
+    SELECT trace_id, pid, tid, start_ns::HUGEINT AS p, range_id, end_ns,
            lead(start_ns) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns) AS next_start_ns
     FROM starts
     UNION ALL
-    SELECT w.trace_id, w.pid, w.tid, CASE WHEN w.end_ns >= w.p THEN w.end_ns + 1 ELSE w.p END, h.parent_id,
-           h.parent_end_ns, w.next_start_ns
+    SELECT w.trace_id, w.pid, w.tid, CASE WHEN w.end_ns >= w.p THEN w.end_ns::HUGEINT + 1 ELSE w.p END,
+           h.parent_id, h.parent_end_ns, w.next_start_ns
     FROM walk w LEFT JOIN hop h ON h.trace_id = w.trace_id AND h.range_id = w.range_id
     WHERE w.range_id IS NOT NULL AND w.end_ns IS NOT NULL
-      AND (w.next_start_ns IS NULL OR CASE WHEN w.end_ns >= w.p THEN w.end_ns + 1 ELSE w.p END < w.next_start_ns)
+      AND (w.next_start_ns IS NULL
+           OR CASE WHEN w.end_ns >= w.p THEN w.end_ns::HUGEINT + 1 ELSE w.p END < w.next_start_ns)
 ),
 segments AS (   -- the innermost range of [p, next p) of the thread (a range of unknown end: none, as it is not open)
-    SELECT trace_id, pid, tid, p, CASE WHEN end_ns IS NOT NULL THEN range_id END AS range_id
+    SELECT trace_id, pid, tid, p::BIGINT AS p, CASE WHEN end_ns IS NOT NULL THEN range_id END AS range_id
     FROM walk
-    WHERE range_id IS NULL OR end_ns IS NULL OR end_ns >= p
+    WHERE (range_id IS NULL OR end_ns IS NULL OR end_ns >= p) AND p <= 9223372036854775807
 ),
 innermost AS (   -- (a) and (b) of rule (1) by one ASOF lookup per (thread, instant)
     SELECT q.trace_id, q.pid, q.tid, q.t, s.range_id

@@ -265,3 +265,11 @@ def test_a_range_outliving_the_one_it_started_in(tmp_path: Path) -> None:
     # durations do this): conv is the latest range started and open until 45; from 46 on only step is open.
     ranges = [R("step", 0, 100), R("block", 10, 40), R("conv", 20, 45)]
     assert _layers_at(tmp_path, ranges, [38, 42, 45, 46]) == ["conv", "conv", "conv", "step"]
+
+
+def test_ranges_ending_at_the_last_representable_instant(tmp_path: Path) -> None:
+    # step [0, 2^63-1] > a [10, 2^63-1]: the instant after their end is past every BIGINT, which must not overflow;
+    # a launch at 5 is step's, at 50 and at the last instant a call can start (its end is one later) a's.
+    last = 2**63 - 1
+    ranges = [R("step", 0, last), R("a", 10, last)]
+    assert _layers_at(tmp_path, ranges, [5, 50, last - 1]) == ["step", "a", "a"]
