@@ -1,9 +1,10 @@
 """Nsight Systems ``.sqlite`` export (and ``.nsys-rep`` via ``nsys export``) -> normalized tables.
 
-SQLite itself does the joins (names from ``StringIds``, launching thread from the
-runtime table) and hands Arrow batches to us through ADBC, so no row passes
-through Python.  nsys changes its schema between versions; every query is built
-from the columns the file actually has (``PRAGMA table_info``), so an older export
+SQLite hands Arrow batches to us through ADBC, so no row passes through Python. The kernels and
+runtime calls are read as stored and joined over each batch in Arrow (``nsys_raw``: names from
+``StringIds``, the launching thread from the runtime table); where an export cannot be read that way,
+one SQL query per table does the joins in sqlite. nsys changes its schema between versions; every
+query is built from the columns the file actually has (``PRAGMA table_info``), so an older export
 simply yields nulls where it lacks a column.
 """
 
