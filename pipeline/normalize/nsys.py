@@ -135,9 +135,10 @@ class Sqlite:
 
         ADBC's sqlite driver lets go of the GIL while it steps through rows, so the readers decode rows side by
         side while the caller works on the batches already read (the 10M-kernel export: the kernel table's
-        columns read in 6.5 s by one thread, 3.3 s by two). At most ``readers + 2`` chunks are held at once (the
-        one the caller is given and those read ahead; ~40 MB each for the kernel table's columns). Each chunk's
-        column types are inferred from its own rows, as every batch's may be."""
+        columns read in ~6 s by one thread, ~3 s by two, benchmarks/results/sqlite_threads_10m.txt). At most
+        ``readers + 2`` chunks are held at once (the one the caller is given and those read ahead; ~40 MB each
+        for the kernel table's columns). Each chunk's column types are inferred from its own rows, as every
+        batch's may be."""
         first, last = self.arrow(f"SELECT min(rowid), max(rowid) FROM {table}").to_pylist()[0].values()
         if readers < 2 or last is None or last - first < CHUNK_ROWS:
             yield from self.batches(f"SELECT {select} FROM {table} ORDER BY rowid")
