@@ -7,6 +7,7 @@ and normalize's tables are the SQL's."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,14 +29,20 @@ def _open(path: Path) -> nsys.Sqlite:
     return db
 
 
+def _conformed(batches: Iterable[pa.RecordBatch], table: str) -> pa.Table | None:
+    """The batches as one table of ``table``'s schema (None when there are none)."""
+    got = [conform(pa.Table.from_batches([b]), table, "t") for b in batches]
+    return pa.concat_tables(got) if got else None
+
+
 def _raw_and_sql(db: nsys.Sqlite, table: str) -> tuple[pa.Table, pa.Table]:
     if table == "kernels":
         raw, sql = nsys_raw.kernel_batches(db), nsys.kernels_sql(db, True)
     else:
         raw, sql = nsys_raw.api_call_batches(db), nsys.api_calls_sql(db, True)
     want = conform(db.arrow(sql), table, "t")
-    got = [conform(pa.Table.from_batches([b]), table, "t") for b in raw]
-    return (pa.concat_tables(got) if got else want.slice(0, 0)), want
+    got = _conformed(raw, table)
+    return (got if got is not None else want.slice(0, 0)), want
 
 
 def _assert_same(db: nsys.Sqlite, table: str) -> None:
@@ -228,8 +235,7 @@ def test_kernels_without_a_launch_counted_while_joining_equal_the_staged_check(
 
 
 def _chunked_kernels(db: nsys.Sqlite, readers: int = 2) -> pa.Table:
-    got = [conform(pa.Table.from_batches([b]), "kernels", "t") for b in nsys_raw.kernel_batches(db, None, readers)]
-    return pa.concat_tables(got)
+    return _conformed(nsys_raw.kernel_batches(db, None, readers), "kernels")
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")

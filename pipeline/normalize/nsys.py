@@ -116,11 +116,7 @@ class Sqlite:
     def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
         stmt, reader = self._statement(), None
         try:
-            # ADBC's default of 1024 rows per batch made as many Parquet row groups, each conformed and
-            # compressed on its own (and read back one by one): with 64k rows, normalizing the 231k-kernel
-            # H200 training trace took 2.9-4.3 instead of 4.2-4.9 CPU-s on this 2-core machine.
-            stmt.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(BATCH_ROWS)})
-            reader = self._reader(stmt, sql)
+            reader = self._batched_reader(stmt, sql)
             yield from reader
         except adbc.Error as e:
             raise BadInputError(self.shown, f"sqlite query failed ({_first_line(e)})") from e
@@ -139,9 +135,13 @@ class Sqlite:
         ``readers + 2`` chunks are held at once (the one the caller is given and those read ahead; ~40 MB each
         for the kernel table's columns). Each chunk's column types are inferred from its own rows, as every
         batch's may be."""
+        whole = f"SELECT {select} FROM {table} ORDER BY rowid"
+        if readers < 2:
+            yield from self.batches(whole)
+            return
         first, last = self.arrow(f"SELECT min(rowid), max(rowid) FROM {table}").to_pylist()[0].values()
-        if readers < 2 or last is None or last - first < CHUNK_ROWS:
-            yield from self.batches(f"SELECT {select} FROM {table} ORDER BY rowid")
+        if last is None or last - first < CHUNK_ROWS:
+            yield from self.batches(whole)
             return
         # nsys numbers rows 1..n; a file with far sparser rowids still makes at most ~MAX_CHUNKS queries
         step = max(CHUNK_ROWS, (int(last) - int(first)) // MAX_CHUNKS + 1)
@@ -154,9 +154,8 @@ class Sqlite:
                     conns.append(local.conn)
             stmt, reader = adbc.AdbcStatement(local.conn), None
             try:
-                stmt.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(BATCH_ROWS)})
                 where = f"rowid > {lo:d} AND rowid <= {lo + step:d}"
-                reader = self._reader(stmt, f"SELECT {select} FROM {table} WHERE {where} ORDER BY rowid")
+                reader = self._batched_reader(stmt, f"SELECT {select} FROM {table} WHERE {where} ORDER BY rowid")
                 return list(reader)
             finally:
                 if reader is not None:
@@ -171,7 +170,7 @@ class Sqlite:
                 ahead.append(pool.submit(read, lo))
             while ahead:
                 batches = ahead.popleft().result()
-                for lo in itertools.islice(starts, 1):
+                if (lo := next(starts, None)) is not None:
                     ahead.append(pool.submit(read, lo))
                 yield from batches
         except adbc.Error as e:
@@ -193,6 +192,14 @@ class Sqlite:
         if stmt in self._open:
             self._open.remove(stmt)
             stmt.close()
+
+    @classmethod
+    def _batched_reader(cls, stmt: adbc.AdbcStatement, sql: str) -> pa.RecordBatchReader:
+        """:meth:`_reader` in batches of :data:`BATCH_ROWS` rows. ADBC's default of 1024 rows per batch made as many
+        Parquet row groups, each conformed and compressed on its own (and read back one by one): with 64k rows,
+        normalizing the 231k-kernel H200 training trace took 2.9-4.3 instead of 4.2-4.9 CPU-s on a 2-core machine."""
+        stmt.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(BATCH_ROWS)})
+        return cls._reader(stmt, sql)
 
     @staticmethod
     def _reader(stmt: adbc.AdbcStatement, sql: str) -> pa.RecordBatchReader:

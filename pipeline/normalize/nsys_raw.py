@@ -88,20 +88,17 @@ class Lookup:
         return self.values.take(pa.array(np.where(found, pos, 0), mask=~found))
 
 
+def _raw(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, with a read error (a column of mixed storage types) raised as :class:`NotRaw`."""
+    try:
+        yield from batches
+    except (OSError, pa.ArrowException) as e:
+        raise NotRaw(str(e)) from e
+
+
 def _reader(db: Sqlite, sql: str) -> Iterator[pa.RecordBatch]:
-    """Batches of ``sql``; a read error (a column of mixed storage types) is :class:`NotRaw`."""
-    try:
-        yield from db.batches(sql)
-    except (OSError, pa.ArrowException) as e:
-        raise NotRaw(str(e)) from e
-
-
-def _chunked_reader(db: Sqlite, table: str, select: str, readers: int) -> Iterator[pa.RecordBatch]:
-    """``SELECT select FROM table ORDER BY rowid`` read by ``readers`` threads; errors as :func:`_reader`'s."""
-    try:
-        yield from db.chunked_batches(table, select, readers)
-    except (OSError, pa.ArrowException) as e:
-        raise NotRaw(str(e)) from e
+    """Batches of ``sql``; errors as :func:`_raw`'s."""
+    return _raw(db.batches(sql))
 
 
 def _select(columns: list[str]) -> str:
@@ -243,7 +240,7 @@ def kernel_batches(db: Sqlite, counted: dict[str, int] | None = None, readers: i
     wanted += list(KERNEL_COPIED.values())
     read = [c for c in dict.fromkeys(wanted) if c in cols]
     unlaunched = 0
-    for batch in _chunked_reader(db, KERNEL_TABLE, _select(read), readers):
+    for batch in _raw(db.chunked_batches(KERNEL_TABLE, _select(read), readers)):
         n = batch.num_rows
         raw = dict(zip(read, batch.columns, strict=True))
         start, end = _int(raw["start"]), _int(raw["end"])
