@@ -49,24 +49,20 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory(prefix="bench-nsys-10m-", dir=args.tmp) as tmp:
         root = Path(tmp)
+        setting = f"{cores} cores; TRACEPIPE_MEMORY_LIMIT={os.environ.get('TRACEPIPE_MEMORY_LIMIT', 'default')}"
         if args.sqlite is not None:
             sqlite = args.sqlite
-            print(
-                f"input: {sqlite} ({sqlite.stat().st_size / 2**20:.0f} MiB), made by an earlier run; {cores} cores; "
-                f"TRACEPIPE_MEMORY_LIMIT={os.environ.get('TRACEPIPE_MEMORY_LIMIT', 'default')}",
-                flush=True,
-            )
+            made = "made by an earlier run"
         else:
             sqlite = root / "cap" / "nsys.sqlite"
             sqlite.parent.mkdir()
             t0 = time.perf_counter()
             kernels = generate_rank_sqlite(sqlite, args.kernels, threads=args.threads, ranges=args.ranges)
-            print(
-                f"input: {kernels:,} kernels, {args.threads} threads, ~{args.ranges:,} ranges, "
-                f"{sqlite.stat().st_size / 2**20:.0f} MiB sqlite, generated in {time.perf_counter() - t0:.0f} s; "
-                f"{cores} cores; TRACEPIPE_MEMORY_LIMIT={os.environ.get('TRACEPIPE_MEMORY_LIMIT', 'default')}",
-                flush=True,
+            made = (
+                f"{kernels:,} kernels, {args.threads} threads, ~{args.ranges:,} ranges, "
+                f"generated in {time.perf_counter() - t0:.0f} s"
             )
+        print(f"input: {sqlite} ({sqlite.stat().st_size / 2**20:.0f} MiB sqlite), {made}; {setting}", flush=True)
         tp = [sys.executable, "-m", "pipeline"]
         totals = []
         for r in range(args.rounds):
