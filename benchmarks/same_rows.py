@@ -1,0 +1,55 @@
+"""Does a rewritten view return the same rows? The view computed from sql/VIEW.sql (A) and from OTHER.sql (B) in
+each normalized folder given, compared with EXCEPT ALL both ways (a multiset comparison: duplicates count).
+
+    python benchmarks/same_rows.py VIEW OTHER.sql NORMALIZED [NORMALIZED ...] [--written DIR]
+
+Every other view is created from sql/ as analyze creates it. ``--written DIR`` (one NORMALIZED only): the view's
+inputs read from their Parquet files in DIR as a big analyze reads them (profile_view_operators.py's
+connect_with_inputs), for a 10M-kernel input whose whole tree of views would be recomputed twice otherwise.
+Prints per folder the rows of each and of each difference; exits 1 when any differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import pipeline.analyze as an  # noqa: E402
+from benchmarks.profile_view_operators import connect_with_inputs  # noqa: E402
+
+
+def differences(con, a_sql: str, b_sql: str) -> tuple[int, int, int, int]:  # type: ignore[no-untyped-def]
+    """Rows of A, of B, of A EXCEPT ALL B and of B EXCEPT ALL A."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _a AS {a_sql}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _b AS {b_sql}")
+    (a,) = con.execute("SELECT count(*) FROM _a").fetchone()
+    (b,) = con.execute("SELECT count(*) FROM _b").fetchone()
+    (ab,) = con.execute("SELECT count(*) FROM (SELECT * FROM _a EXCEPT ALL SELECT * FROM _b)").fetchone()
+    (ba,) = con.execute("SELECT count(*) FROM (SELECT * FROM _b EXCEPT ALL SELECT * FROM _a)").fetchone()
+    return a, b, ab, ba
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("view")
+    ap.add_argument("other", type=Path)
+    ap.add_argument("normalized", type=Path, nargs="+")
+    ap.add_argument("--written", type=Path)
+    args = ap.parse_args()
+    a_sql, b_sql = an._body(an.view_files()[args.view]), an._body(args.other)
+    differ = False
+    for folder in args.normalized:
+        con = connect_with_inputs(folder, args.written, args.view) if args.written else an.connect(folder)
+        a, b, ab, ba = differences(con, a_sql, b_sql)
+        differ |= bool(ab or ba or a != b)
+        print(f"{folder}: {args.view} A {a:,} rows, B {b:,} rows; A except all B {ab:,}, B except all A {ba:,}")
+        con.close()
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
