@@ -32,8 +32,15 @@ WITH k AS (
     FROM kernel_layers l
     JOIN kernel_waves w USING (trace_id, kernel_id)
     LEFT JOIN kernel_tiles t ON t.source = 'kernels' AND t.trace_id = l.trace_id AND t.kernel_id = l.kernel_id
-), calls AS (   -- MAC kernels per module call (range); a count per group joined back, not a window over every kernel
-    SELECT trace_id, range_id, count(*) AS mac_kernels_in_call FROM k WHERE is_mac_kernel GROUP BY ALL
+), calls AS (   -- MAC kernels per module call (range) among k's kernels (those with a dispatch), counted from the
+                -- MAC kernels and joined back: reading k twice would hold its 10M wide rows for the second read
+                -- (10M kernels at 1.7 GB: 4.1 GB spilled, 2.2x the CPU; analyze_10m_memory_s33.txt)
+    SELECT l.trace_id, l.range_id, count(*) AS mac_kernels_in_call
+    FROM kernel_tiles t
+    JOIN kernel_layers l ON l.trace_id = t.trace_id AND l.kernel_id = t.kernel_id
+    JOIN kernel_waves w ON w.trace_id = t.trace_id AND w.kernel_id = t.kernel_id
+    WHERE t.source = 'kernels'
+    GROUP BY ALL
 ), c AS (
     SELECT k.*, coalesce(n.mac_kernels_in_call, 0) AS mac_kernels_in_call,
            s.module_type, s.output_elements, s.analytic_macs, s.same_calls, s.capture_id IS NOT NULL AS has_shape

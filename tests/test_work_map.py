@@ -196,6 +196,24 @@ def test_conv_outputs_and_macs_per_block_thread_sm(con: duckdb.DuckDBPyConnectio
     assert (layout["is_mac_kernel"], layout["macs_per_block"], layout["reason"]) == (False, 0, None)
 
 
+def test_mac_kernels_in_call_counts_the_kernels_of_the_map(tmp_path: Path) -> None:
+    """Three GEMM kernels outside every range (one module call: range NULL), one of them with an empty grid: no
+    block runs, so it has no dispatch (kernel_waves) and no row here, and the call counts the other two; a copy
+    kernel (no tile pattern) is no MAC kernel."""
+    gemm = "cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x64_64x3_nn_align2>"
+    kernels = [
+        {"grid_x": 8, "block_x": 128, "registers_per_thread": 32, "name": gemm},
+        {"grid_x": 4, "block_x": 128, "registers_per_thread": 32, "name": gemm},
+        {"grid_x": 0, "block_x": 128, "registers_per_thread": 32, "name": gemm},
+        {"grid_x": 4, "block_x": 128, "registers_per_thread": 32, "name": "void copy_kernel(float*)"},
+    ]
+    write_trace(tmp_path, (9, 0), kernels, sm_count=132, name="H200")
+    rows = connect(tmp_path).sql(
+        "SELECT kernel_id, is_mac_kernel, mac_kernels_in_call FROM layer_work_map ORDER BY kernel_id"
+    )
+    assert rows.fetchall() == [(0, True, 2), (1, True, 2), (3, False, 2)]
+
+
 def test_elementwise_outputs_per_thread(con: duckdb.DuckDBPyConnection) -> None:
     """relu after conv1: 8x64x112x112 = 6,422,528 outputs over 6272 blocks of 128 threads: 1024 per block,
     8 per thread (vectorized by 4, unrolled twice); ReLU has no MACs."""
