@@ -42,22 +42,34 @@ steps AS (
     WHERE depth = top
 ),
 flagged AS (   -- a step starting inside an earlier step of its process is found by the range join below; the
-               -- others never start inside one another, so the latest of them started at or before a call is the
-               -- only one of them that can enclose it (one ASOF join)
+               -- others never start inside one another: disjoint, a call lies in one of them at most (alone)
     SELECT *,
            coalesce(max(end_ns) OVER (PARTITION BY trace_id, pid ORDER BY start_ns, range_id
                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) >= start_ns, false) AS shared
     FROM steps
-    WHERE end_ns >= start_ns   -- a step ending before it starts encloses no call (and must not shadow one
-                               -- starting at the same instant in the ASOF join)
+    WHERE end_ns >= start_ns   -- a step ending before it starts encloses no call (and must not make one
+                               -- starting at the same instant shared)
+),
+alone_width AS (   -- the step of a call among those not shared is found by an equality join on a time bucket
+                  -- (an ASOF join sorts every operation: 4 of the view's 12 CPU-s on 10M kernels at 1.7 GB,
+                  -- 4.3 CPU-s in all now; analyze_10m_memory_s33.txt). The width gives a process's steps ~4
+                  -- buckets each on average, so at most 6 each in all, however long one of them is.
+    SELECT trace_id, pid, greatest(1, (max(end_ns)::HUGEINT - min(start_ns)) // (4 * count(*)))::BIGINT AS width
+    FROM flagged WHERE NOT shared GROUP BY trace_id, pid
+),
+alone AS (   -- each such step once per bucket its [start, end] meets
+    SELECT s.*, w.width, unnest(generate_series(s.start_ns // w.width, s.end_ns // w.width)) AS bucket
+    FROM flagged s JOIN alone_width w ON w.trace_id = s.trace_id AND w.pid IS NOT DISTINCT FROM s.pid
+    WHERE NOT s.shared
 ),
 step_ops AS (
     SELECT s.trace_id, s.step, s.text AS step_name, s.range_id, s.start_ns AS cpu_start_ns, s.end_ns AS cpu_end_ns,
            o.device_id, o.op_kind, o.start_ns, o.end_ns
     FROM ops o
-    ASOF JOIN (SELECT * FROM flagged WHERE NOT shared) s
-      ON s.trace_id = o.trace_id AND s.pid IS NOT DISTINCT FROM o.pid AND o.call_ns >= s.start_ns
-    WHERE o.call_ns <= s.end_ns
+    LEFT JOIN alone_width w   -- LEFT: joined before `alone` (an inner join could be reordered after it, leaving
+      ON w.trace_id = o.trace_id AND w.pid IS NOT DISTINCT FROM o.pid   -- the bucket no key: 40x the CPU)
+    JOIN alone s ON s.trace_id = o.trace_id AND s.pid IS NOT DISTINCT FROM o.pid AND s.bucket = o.call_ns // w.width
+    WHERE o.call_ns BETWEEN s.start_ns AND s.end_ns
     UNION ALL
     SELECT s.trace_id, s.step, s.text AS step_name, s.range_id, s.start_ns AS cpu_start_ns, s.end_ns AS cpu_end_ns,
            o.device_id, o.op_kind, o.start_ns, o.end_ns
@@ -101,12 +113,26 @@ seg_win AS (   -- each segment with the windows covering it (start <= p < end)
                  max(CASE WHEN is_start = 0 THEN pi END) AS end_pi
           FROM wbr GROUP BY trace_id, device_id, wi)
 ),
-op_start AS (   -- each operation with the segment holding its start
-    SELECT o.*, a.pi AS start_pi, a.starts_le,
-           coalesce(a.p IS NOT NULL AND (a.next_p IS NULL OR o.end_ns < a.next_p), false) AS ends_in_segment
+seg_width AS (   -- segments before a device's last boundary, disjoint: bucketed as the steps are (alone_width)
+    SELECT trace_id, device_id, greatest(1, (max(next_p)::HUGEINT - min(p)) // (4 * count(*)))::BIGINT AS width
+    FROM wpts WHERE next_p IS NOT NULL GROUP BY trace_id, device_id
+),
+seg_buckets AS (
+    SELECT a.*, unnest(generate_series(a.p // w.width, (a.next_p - 1) // w.width)) AS bucket
+    FROM wpts a JOIN seg_width w ON w.trace_id = a.trace_id AND w.device_id IS NOT DISTINCT FROM a.device_id
+    WHERE a.next_p IS NOT NULL
+),
+op_start AS (   -- each operation with the segment holding its start: a bounded one [p, next_p), or the last one
+                -- (from the device's last boundary on), or none (before the first)
+    SELECT o.*, coalesce(a.pi, z.pi) AS start_pi, coalesce(a.starts_le, z.starts_le) AS starts_le,
+           coalesce(o.end_ns < a.next_p, false) OR z.p IS NOT NULL AS ends_in_segment
     FROM ops o
-    ASOF LEFT JOIN wpts a
-      ON a.trace_id = o.trace_id AND a.device_id IS NOT DISTINCT FROM o.device_id AND o.start_ns >= a.p
+    LEFT JOIN seg_width w ON w.trace_id = o.trace_id AND w.device_id IS NOT DISTINCT FROM o.device_id
+    LEFT JOIN seg_buckets a
+      ON a.trace_id = o.trace_id AND a.device_id IS NOT DISTINCT FROM o.device_id AND a.bucket = o.start_ns // w.width
+     AND o.start_ns >= a.p AND o.start_ns < a.next_p
+    LEFT JOIN (SELECT * FROM wpts WHERE next_p IS NULL) z
+      ON z.trace_id = o.trace_id AND z.device_id IS NOT DISTINCT FROM o.device_id AND o.start_ns >= z.p
 ),
 op_at AS (   -- and the windows starting inside it: none past its start segment for most operations, so only
              -- those ending past it look up the segment of their end

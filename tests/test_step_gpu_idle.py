@@ -1,7 +1,7 @@
 """step_gpu_idle against a plain Python sweep on random traces: steps that overlap (other threads of the process,
 equal starts), windows that overlap, operations spanning several windows, zero-length operations and operations
-without a launching call. The view finds step and window membership with ASOF and equality joins; the reference
-compares every operation with every step and window."""
+without a launching call. The view finds step and window membership with equality joins on time buckets; the
+reference compares every operation with every step and window."""
 
 from __future__ import annotations
 
@@ -118,7 +118,38 @@ def view_rows(ranges: list[tuple], ops: list[tuple]) -> list[tuple]:
     return con.execute(f"SELECT {COLS} FROM ({body}) ORDER BY trace_id, step, device_id").fetchall()
 
 
+def shifted(ranges: list[tuple], ops: list[tuple], by: int) -> tuple[list[tuple], list[tuple]]:
+    """Every timestamp moved by ``by`` ns."""
+    ranges = [(*r[:4], r[4] + by, r[5] + by, r[6]) for r in ranges]
+    ops = [(*o[:3], o[3] + by, o[4] + by, o[5], None if o[6] is None else o[6] + by) for o in ops]
+    return ranges, ops
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_step_gpu_idle_matches_a_plain_sweep(seed: int) -> None:
     ranges, ops = random_trace(random.Random(seed))
+    assert view_rows(ranges, ops) == reference(ranges, ops)
+
+
+# Steps and window segments are found by time buckets (integer division): timestamps across zero (a bucket
+# either side of it), and near either end of BIGINT (the widths are computed wider than BIGINT).
+@pytest.mark.parametrize("by", [-350, -(4 * 10**18), 9 * 10**18])
+@pytest.mark.parametrize("seed", range(8))
+def test_step_gpu_idle_matches_a_plain_sweep_far_from_zero(seed: int, by: int) -> None:
+    ranges, ops = shifted(*random_trace(random.Random(seed)), by)
+    assert view_rows(ranges, ops) == reference(ranges, ops)
+
+
+def test_step_gpu_idle_steps_spanning_most_of_bigint() -> None:
+    """A step from -10^18 and one ending at BIGINT's largest value (a range left open to the end): the buckets'
+    width comes from a span wider than BIGINT."""
+    big = 2**63 - 1
+    ranges = [("a", 1, 1, "step", -(10**18), -(10**18) + 500, 0), ("a", 2, 1, "step", 1000, big, 0)]
+    ops = [
+        ("a", 0, "kernel", -(10**18) + 100, -(10**18) + 150, 1, -(10**18) + 20),
+        ("a", 0, "kernel", -(10**18) + 300, -(10**18) + 900, 1, -(10**18) + 480),
+        ("a", 0, "memcpy", 2000, 2500, 1, 1500),
+        ("a", 0, "kernel", 5000, 7000, 1, 1600),
+        ("a", 1, "kernel", 4000, 4100, 1, 10**17),
+    ]
     assert view_rows(ranges, ops) == reference(ranges, ops)
