@@ -6,8 +6,9 @@
 --   stddev_ns (sample standard deviation, n - 1, as nsys; NULL for one launch; from exact integer sums, so
 --   runs agree to the bit) (ns), first_start_ns,
 --   threads (threads per launch), regs (registers per thread), theoretical_occupancy_pct (kernel_occupancy's
---   occupancy-calculator estimate, %), limiter (most common), est_achieved_occupancy_pct (kernel_waves: the
---   estimate capped by the blocks a launch has per SM, %), waves_per_sm (mean of blocks / (SMs x resident blocks)),
+--   occupancy-calculator estimate, %), limiter (the most common known one; ties: alphabetically first),
+--   est_achieved_occupancy_pct (kernel_waves: the estimate capped by the blocks a launch has per SM, %),
+--   waves_per_sm (mean of blocks / (SMs x resident blocks)),
 --   waves (most dispatch rounds of a launch), tail_fill_pct (mean over launches of the last wave's fill,
 --   tail_wave_blocks / (SMs x resident), %; 100 = no partial last wave),
 --   ncu_launches (launches with an ncu measurement), ncu_achieved_occupancy_pct (mean of ncu's
@@ -19,6 +20,10 @@
 -- Means of DOUBLE columns are exact sums over DECIMAL(38, 18) (each value rounded once, at 1e-18), divided once:
 -- the same trace gives the same bits in any folder and any thread split, with no per-group list or sort (the
 -- list of 10M launches' values that an ordered float sum needed ran analyze of 10M kernels out of a 3 GB limit).
+-- Two aggregates over the kernels, one joining kernel_occupancy, the other kernel_waves, joined per group at the end:
+-- one 10M-row hash table each rather than both at once (10M kernels at a 1.7 GB limit: 9.1 -> 5.4 CPU-s, 1.1 GB
+-- spilled -> none; analyze_10m_memory_s33.txt), and the limiter counted per group and limiter in the first, not
+-- by mode(), which DuckDB computes by reading its input twice (holding the 10M rows with their strings for it).
 WITH ncu AS (
     SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct ORDER BY m.ncu_trace_id) AS achieved_pct,
            avg(x.theoretical_occupancy_pct ORDER BY m.ncu_trace_id) AS theoretical_pct
@@ -28,37 +33,54 @@ WITH ncu AS (
       AND x.achieved_occupancy_pct IS NOT NULL
     GROUP BY ALL
 ),
-k AS (
-    SELECT k.trace_id, k.kernel_id, k.path, k.layer, coalesce(k.short_name, k.name) AS short_name,
-           concat_ws('×', k.grid_x, k.grid_y, k.grid_z) AS grid, concat_ws('×', k.block_x, k.block_y, k.block_z) AS block,
-           k.duration_ns, k.start_ns, k.grid_x::HUGEINT * k.grid_y * k.grid_z * k.block_x * k.block_y * k.block_z AS threads,
-           k.registers_per_thread, o.theoretical_occupancy_pct, o.limiter, w.est_achieved_occupancy_pct,
-           w.waves_per_sm, w.waves, w.tail_wave_utilization, n.achieved_pct, n.theoretical_pct
-    FROM kernel_layers k
-    LEFT JOIN kernel_occupancy o USING (trace_id, kernel_id)
+k AS NOT MATERIALIZED (   -- each kernel with its group's key, read by the two aggregates below (not held)
+    SELECT trace_id, kernel_id, path, layer, coalesce(short_name, name) AS short_name,
+           concat_ws('×', grid_x, grid_y, grid_z) AS grid, concat_ws('×', block_x, block_y, block_z) AS block,
+           duration_ns, start_ns, grid_x::HUGEINT * grid_y * grid_z * block_x * block_y * block_z AS threads,
+           registers_per_thread
+    FROM kernel_layers
+),
+occ AS (   -- per group and limiter: launches and theoretical occupancy sums
+    SELECT k.trace_id, k.path, k.short_name, k.grid, k.block, o.limiter, count(*) AS n,
+           sum(o.theoretical_occupancy_pct::DECIMAL(38, 18)) AS theoretical_sum,
+           count(o.theoretical_occupancy_pct) AS theoretical_n
+    FROM k LEFT JOIN kernel_occupancy o USING (trace_id, kernel_id)
+    GROUP BY ALL
+),
+occ_group AS (
+    SELECT trace_id, path, short_name, grid, block,
+           first(limiter ORDER BY n DESC, limiter) FILTER (limiter IS NOT NULL) AS limiter,
+           sum(theoretical_sum)::DOUBLE / nullif(sum(theoretical_n), 0) AS theoretical_occupancy_pct
+    FROM occ GROUP BY ALL
+),
+launches AS (
+    SELECT k.trace_id, k.path, any_value(k.layer) AS layer, k.short_name, k.grid, k.block, count(*) AS launches,
+           CAST(sum(k.duration_ns) AS BIGINT) AS gpu_time_ns,
+           avg(k.duration_ns) AS mean_ns, median(k.duration_ns) AS med_ns, min(k.duration_ns) AS min_ns,
+           max(k.duration_ns) AS max_ns,
+           sqrt((count(k.duration_ns)::HUGEINT * sum(k.duration_ns::HUGEINT * k.duration_ns)
+                 - sum(k.duration_ns::HUGEINT) * sum(k.duration_ns))::DOUBLE
+                / nullif(count(k.duration_ns) * (count(k.duration_ns) - 1), 0)) AS stddev_ns,
+           min(k.start_ns) AS first_start_ns,
+           avg(k.threads)::DOUBLE AS threads, max(k.registers_per_thread) AS regs,
+           max(w.waves) AS waves, count(n.achieved_pct) AS ncu_launches,
+           sum(w.est_achieved_occupancy_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(w.est_achieved_occupancy_pct), 0) AS est_achieved_occupancy_pct,
+           sum(w.waves_per_sm::DECIMAL(38, 18))::DOUBLE / nullif(count(w.waves_per_sm), 0) AS waves_per_sm,
+           sum(w.tail_wave_utilization::DECIMAL(38, 18))::DOUBLE / nullif(count(w.tail_wave_utilization), 0) AS tail_fill,
+           sum(n.achieved_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(n.achieved_pct), 0) AS ncu_achieved_occupancy_pct,
+           sum(n.theoretical_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(n.theoretical_pct), 0) AS ncu_theoretical_occupancy_pct
+    FROM k
     LEFT JOIN kernel_waves w USING (trace_id, kernel_id)
     LEFT JOIN ncu n USING (trace_id, kernel_id)
+    GROUP BY k.trace_id, k.path, k.short_name, k.grid, k.block
 )
-SELECT trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns,
-       100.0 * gpu_time_ns / nullif(sum(gpu_time_ns) OVER (PARTITION BY trace_id), 0) AS share_pct,
-       mean_ns, med_ns, min_ns, max_ns, stddev_ns, first_start_ns, threads, regs,
-       theoretical_occupancy_pct, limiter, est_achieved_occupancy_pct, waves_per_sm, waves,
-       100.0 * tail_fill AS tail_fill_pct, ncu_launches, ncu_achieved_occupancy_pct, ncu_theoretical_occupancy_pct
-FROM (
-    SELECT trace_id, path, any_value(layer) AS layer, short_name, grid, block, count(*) AS launches,
-           CAST(sum(duration_ns) AS BIGINT) AS gpu_time_ns,
-           avg(duration_ns) AS mean_ns, median(duration_ns) AS med_ns, min(duration_ns) AS min_ns,
-           max(duration_ns) AS max_ns, sqrt((count(duration_ns)::HUGEINT * sum(duration_ns::HUGEINT * duration_ns) - sum(duration_ns::HUGEINT) * sum(duration_ns))::DOUBLE
-                / nullif(count(duration_ns) * (count(duration_ns) - 1), 0)) AS stddev_ns, min(start_ns) AS first_start_ns,
-           avg(threads)::DOUBLE AS threads, max(registers_per_thread) AS regs,
-           mode(limiter) AS limiter, max(waves) AS waves, count(achieved_pct) AS ncu_launches,
-           sum(theoretical_occupancy_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(theoretical_occupancy_pct), 0) AS theoretical_occupancy_pct,
-           sum(est_achieved_occupancy_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(est_achieved_occupancy_pct), 0) AS est_achieved_occupancy_pct,
-           sum(waves_per_sm::DECIMAL(38, 18))::DOUBLE / nullif(count(waves_per_sm), 0) AS waves_per_sm,
-           sum(tail_wave_utilization::DECIMAL(38, 18))::DOUBLE / nullif(count(tail_wave_utilization), 0) AS tail_fill,
-           sum(achieved_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(achieved_pct), 0) AS ncu_achieved_occupancy_pct,
-           sum(theoretical_pct::DECIMAL(38, 18))::DOUBLE / nullif(count(theoretical_pct), 0) AS ncu_theoretical_occupancy_pct
-    FROM k
-    GROUP BY trace_id, path, short_name, grid, block
-)
-ORDER BY trace_id, sum(gpu_time_ns) OVER (PARTITION BY trace_id, path) DESC, path, gpu_time_ns DESC
+SELECT l.trace_id, l.path, l.layer, l.short_name, l.grid, l.block, l.launches, l.gpu_time_ns,
+       100.0 * l.gpu_time_ns / nullif(sum(l.gpu_time_ns) OVER (PARTITION BY l.trace_id), 0) AS share_pct,
+       l.mean_ns, l.med_ns, l.min_ns, l.max_ns, l.stddev_ns, l.first_start_ns, l.threads, l.regs,
+       o.theoretical_occupancy_pct, o.limiter, l.est_achieved_occupancy_pct, l.waves_per_sm, l.waves,
+       100.0 * l.tail_fill AS tail_fill_pct, l.ncu_launches, l.ncu_achieved_occupancy_pct, l.ncu_theoretical_occupancy_pct
+FROM launches l
+JOIN occ_group o
+  ON o.trace_id = l.trace_id AND o.path IS NOT DISTINCT FROM l.path AND o.short_name IS NOT DISTINCT FROM l.short_name
+ AND o.grid = l.grid AND o.block = l.block
+ORDER BY l.trace_id, sum(l.gpu_time_ns) OVER (PARTITION BY l.trace_id, l.path) DESC, l.path, l.gpu_time_ns DESC

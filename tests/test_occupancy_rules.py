@@ -28,3 +28,21 @@ def test_an_exact_multiple_of_the_slots_is_that_many_waves(tmp_path: Path) -> No
         "SELECT waves, tail_wave_blocks, waves_per_sm, wave_efficiency FROM kernel_waves ORDER BY kernel_id"
     )
     assert got.fetchall() == [(1, 492, 1.0, 1.0), (2, 984 - 492, 2.0, 1.0), (3, 1, 985 / 492, 985 / (3 * 492))]
+
+
+def test_summary_limiter_is_the_most_common_known_one_ties_alphabetical(tmp_path: Path) -> None:
+    # One group (same name, grid and block, no range): cc 9.0, 256 threads. 64 registers: 65536 / (64 * 256) = 4
+    # blocks ('registers', 4 * 8 of 64 warps = 50 %); 16 registers: 16 blocks, warps allow 8 ('warps', 100 %);
+    # no register count: limiter and occupancy unknown. Unknown is the most common (3) but is no limiter; the
+    # known two tie at 2 each: 'registers' comes first alphabetically. Occupancy: the mean of the four known.
+    kernels = [
+        {"grid_x": 100, "block_x": 256, "registers_per_thread": r, "name": "gemm"}
+        for r in (16, 64, 16, 64, None, None, None)
+    ]
+    write_trace(tmp_path, (9, 0), kernels, sm_count=132, name="H200")
+    got = connect(tmp_path).sql("SELECT launches, limiter, theoretical_occupancy_pct FROM layer_kernel_summary")
+    assert got.fetchall() == [(7, "registers", 75.0)]
+    # one more 'warps' launch: the most common is 'warps'
+    write_trace(tmp_path, (9, 0), [*kernels, {**kernels[0]}], sm_count=132, name="H200")
+    got = connect(tmp_path).sql("SELECT launches, limiter, theoretical_occupancy_pct FROM layer_kernel_summary")
+    assert got.fetchall() == [(8, "warps", 80.0)]
