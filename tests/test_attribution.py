@@ -273,3 +273,12 @@ def test_ranges_ending_at_the_last_representable_instant(tmp_path: Path) -> None
     last = 2**63 - 1
     ranges = [R("step", 0, last), R("a", 10, last)]
     assert _layers_at(tmp_path, ranges, [5, 50, last - 1]) == ["step", "a", "a"]
+
+
+def test_a_thread_spanning_most_of_bigint(tmp_path: Path) -> None:
+    # early [-10^18, -10^18 + 10], step [0, 2^63-1] > a [10, 2^63-3]: the instants looked up run from before the
+    # first range (outside) to past a's end (step's), across a span wider than BIGINT.
+    last, first = 2**63 - 1, -(10**18)
+    ranges = [R("early", first, first + 10), R("step", 0, last), R("a", 10, last - 2)]
+    got = _layers_at(tmp_path, ranges, [first - 5, first + 5, first + 11, 5, 50, last - 1])
+    assert got == [None, "early", None, "step", "a", "step"]
