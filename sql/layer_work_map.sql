@@ -22,8 +22,9 @@
 --   reason (why shape-derived columns are NULL; NULL when all are known).
 -- Per-SM figures are the dispatch model of kernel_sm_load (estimated, not measured): kernel_sm_spread compares
 -- it with ncu's per-SM counters.
-WITH k AS (
-    SELECT l.trace_id, l.kernel_id, l.range_id, l.path, l.layer, w.device_id, w.name, w.blocks,
+WITH k AS (   -- name and device from kernel_layers, not kernel_waves: the join's hash table (on kernel_waves) then
+             -- holds no kernel name (10M kernels at a 1.6 GB limit: 59.6 -> 8.7 CPU-s; analyze_10m_memory_s33.txt)
+    SELECT l.trace_id, l.kernel_id, l.range_id, l.path, l.layer, l.device_id, l.name, w.blocks,
            w.threads_per_block, try_cast(w.blocks::HUGEINT * w.threads_per_block AS BIGINT) AS total_threads, w.sm_count,
            w.resident_blocks_per_sm, w.waves, w.full_blocks_per_sm, w.extra_block_sms,
            regexp_replace(l.trace_id, '\.[^.]*$', '') AS capture_id,
