@@ -58,7 +58,7 @@ alone_width AS (   -- the step of a call among those not shared is found by an e
     FROM flagged WHERE NOT shared GROUP BY trace_id, pid
 ),
 alone AS (   -- each such step once per bucket its [start, end] meets
-    SELECT s.*, w.width, unnest(generate_series(s.start_ns // w.width, s.end_ns // w.width)) AS bucket
+    SELECT s.*, unnest(generate_series(s.start_ns // w.width, s.end_ns // w.width)) AS bucket
     FROM flagged s JOIN alone_width w ON w.trace_id = s.trace_id AND w.pid IS NOT DISTINCT FROM s.pid
     WHERE NOT s.shared
 ),
