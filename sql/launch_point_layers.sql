@@ -21,14 +21,14 @@
 --     when it has push/pop ranges, else the domain with the most): a CUB `CCCL` or user-library range never
 --     becomes a layer nor breaks the model's path.  Push/pop ranges nest, and normalize computed each one's
 --     parent once, per thread and domain
---     (pipeline/normalize/nesting.py, the one nesting engine): the innermost range is (a) the latest range
---     started at or before the launch (one ASOF lookup, n log n; the deepest of equal starts) if it is still
---     open, (b) else its first ancestor still open.  Both are read off a per-thread timeline (`walk`): from
---     each start instant to the next, the instants where the innermost open range changes, found by stepping
---     up parent links once per start (ranges, not launches: 10M launches 12.4 -> 8.6 CPU-s against a climb
---     per launch, benchmarks/results/launch_point_walk_10m.txt); each launch then takes the timeline's entry
---     at or before it (one ASOF lookup).  Start/end ranges may overlap, so they are a fallback found by a
---     range join on the (few) of them.
+--     (pipeline/normalize/nesting.py, the one nesting engine): the innermost range is (a) the latest range started
+--     at or before the launch (the deepest of equal starts) if it is still open, (b) else its first ancestor still
+--     open.  Both are read off a per-thread timeline (`walk`): from each start instant to the next, the instants
+--     where the innermost open range changes, found by stepping up parent links once per start (ranges, not
+--     launches: 10M launches 12.4 -> 8.6 CPU-s against a climb per launch,
+--     benchmarks/results/launch_point_walk_10m.txt); each launch then takes the timeline segment holding it (an
+--     equality join on a time bucket, see seg_width).  Start/end ranges may overlap, so they are a fallback found
+--     by a range join on the (few) of them.
 -- (2) Backward: a launch inside an autograd backward op (ops with a sequence number that are backward nodes:
 --     `Fwd thread id` > 0, `autograd::engine::evaluate_function: ...` or `XBackward0`) takes the layer of the
 --     forward op with the same sequence number: the latest one started before the backward op that is not
