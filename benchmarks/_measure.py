@@ -178,6 +178,16 @@ def measure(
     )
 
 
+def rows_only_in(con, a: str, b: str, params: dict[str, object] | None = None) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Rows of query ``a`` that query ``b`` lacks, and of ``b`` that ``a`` lacks, as bags (EXCEPT ALL both ways, so
+    duplicates count): (0, 0) when the two hold the same rows. ``con`` is a DuckDB connection."""
+    ab, ba = (
+        con.execute(f"SELECT count(*) FROM ({x} EXCEPT ALL {y})", params or {}).fetchall()[0][0]
+        for x, y in ((a, b), (b, a))
+    )
+    return ab, ba
+
+
 def median(values: list[float]) -> float:
     """The middle value (upper middle for an even count): one real run, not an average of two."""
     return sorted(values)[len(values) // 2]

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._measure import median, own_peak_rss_bytes, provenance  # noqa: E402
+from benchmarks._measure import median, own_peak_rss_bytes, provenance, rows_only_in  # noqa: E402
 
 
 def child(normalized: str, out: str, mode: str) -> None:
@@ -68,12 +68,10 @@ def same_outputs(a: Path, b: Path) -> list[str]:
 
     con, bad = duckdb.connect(), []
     for f in sorted(a.glob("*.parquet")):
-        g = b / f.name
-        for x, y in ((f, g), (g, f)):
-            q = "SELECT count(*) FROM (SELECT * FROM read_parquet($x) EXCEPT ALL SELECT * FROM read_parquet($y))"
-            if con.execute(q, {"x": str(x), "y": str(y)}).fetchall()[0][0]:
-                bad.append(f.stem)
-    return sorted(set(bad))
+        files = {"x": str(f), "y": str(b / f.name)}
+        if any(rows_only_in(con, "SELECT * FROM read_parquet($x)", "SELECT * FROM read_parquet($y)", files)):
+            bad.append(f.stem)
+    return bad
 
 
 def prepare(spec: str, tmp: Path) -> tuple[str, Path]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks._measure import Measurement, measure, provenance  # noqa: E402
+from benchmarks._measure import Measurement, measure, provenance, rows_only_in  # noqa: E402
 
 
 def run(tree: Path, src: Path, out: Path) -> Measurement:
@@ -48,7 +48,7 @@ def differences(a: Path, b: Path) -> list[str]:
         ra = f"(SELECT * {ex} FROM read_parquet({[str(f) for f in fa]!r}, hive_partitioning = false))"
         rb = f"(SELECT * {ex} FROM read_parquet({[str(f) for f in fb]!r}, hive_partitioning = false))"
         n = [con.sql(f"SELECT count(*) FROM {r}").fetchall()[0][0] for r in (ra, rb)]
-        d = [con.sql(f"SELECT count(*) FROM ({x} EXCEPT ALL {y})").fetchall()[0][0] for x, y in ((ra, rb), (rb, ra))]
+        d = list(rows_only_in(con, f"SELECT * FROM {ra}", f"SELECT * FROM {rb}"))
         types = [con.sql(f"DESCRIBE {r}").fetchall() for r in (ra, rb)]
         same = n[0] == n[1] and d == [0, 0] and types[0] == types[1]
         print(f"  {'same' if same else 'DIFFERENT'} {t:16s} {n[0]:>11,} rows", flush=True)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._measure import measure, median, provenance
+from benchmarks._measure import measure, median, provenance, rows_only_in
 
 
 def run(tree: Path, trace: Path, work: Path, pycache: Path) -> object:
@@ -41,8 +41,10 @@ def differing_views(a: Path, b: Path) -> list[str]:
     for name in names:
         x, y = str(a / name), str(b / name)
         types = [con.execute("DESCRIBE SELECT * FROM read_parquet($p)", {"p": p}).fetchall() for p in (x, y)]
-        q = "SELECT count(*) FROM (SELECT * FROM read_parquet($x) EXCEPT ALL SELECT * FROM read_parquet($y))"
-        if types[0] != types[1] or any(con.execute(q, {"x": p, "y": r}).fetchall()[0][0] for p, r in ((x, y), (y, x))):
+        files = {"x": x, "y": y}
+        if types[0] != types[1] or any(
+            rows_only_in(con, "SELECT * FROM read_parquet($x)", "SELECT * FROM read_parquet($y)", files)
+        ):
             bad.append(name)
     return bad
 

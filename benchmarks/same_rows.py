@@ -1,5 +1,6 @@
 """Does a rewritten view return the same rows? The view computed from sql/VIEW.sql (A) and from OTHER.sql (B) in
-each normalized folder given, compared with EXCEPT ALL both ways (a multiset comparison: duplicates count).
+each normalized folder given, compared with EXCEPT ALL both ways (a multiset comparison: duplicates count) and by
+their column names and types.
 
     python benchmarks/same_rows.py VIEW OTHER.sql NORMALIZED [NORMALIZED ...] [--written DIR]
 
@@ -19,18 +20,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pipeline.analyze as an  # noqa: E402
+from benchmarks._measure import rows_only_in  # noqa: E402
 from benchmarks.profile_view_operators import connect_with_inputs  # noqa: E402
 
 
-def differences(con, a_sql: str, b_sql: str) -> tuple[int, int, int, int]:  # type: ignore[no-untyped-def]
-    """Rows of A, of B, of A EXCEPT ALL B and of B EXCEPT ALL A."""
+def differences(con, a_sql: str, b_sql: str) -> tuple[int, int, int, int, bool]:  # type: ignore[no-untyped-def]
+    """Rows of A, of B, of A EXCEPT ALL B and of B EXCEPT ALL A, and whether the column names and types agree."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _a AS {a_sql}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _b AS {b_sql}")
     (a,) = con.execute("SELECT count(*) FROM _a").fetchone()
     (b,) = con.execute("SELECT count(*) FROM _b").fetchone()
-    (ab,) = con.execute("SELECT count(*) FROM (SELECT * FROM _a EXCEPT ALL SELECT * FROM _b)").fetchone()
-    (ba,) = con.execute("SELECT count(*) FROM (SELECT * FROM _b EXCEPT ALL SELECT * FROM _a)").fetchone()
-    return a, b, ab, ba
+    same_types = con.execute("DESCRIBE _a").fetchall() == con.execute("DESCRIBE _b").fetchall()
+    return a, b, *rows_only_in(con, "SELECT * FROM _a", "SELECT * FROM _b"), same_types
 
 
 def main() -> None:
@@ -44,9 +45,12 @@ def main() -> None:
     differ = False
     for folder in args.normalized:
         con = connect_with_inputs(folder, args.written, args.view) if args.written else an.connect(folder)
-        a, b, ab, ba = differences(con, a_sql, b_sql)
-        differ |= bool(ab or ba or a != b)
-        print(f"{folder}: {args.view} A {a:,} rows, B {b:,} rows; A except all B {ab:,}, B except all A {ba:,}")
+        a, b, ab, ba, same_types = differences(con, a_sql, b_sql)
+        differ |= bool(ab or ba or a != b or not same_types)
+        print(
+            f"{folder}: {args.view} A {a:,} rows, B {b:,} rows; A except all B {ab:,}, B except all A {ba:,}"
+            + ("" if same_types else "; COLUMN NAMES OR TYPES DIFFER")
+        )
         con.close()
     sys.exit(1 if differ else 0)
 
