@@ -11,26 +11,38 @@
 -- The range's texts (layer, path, depth, range_kind, domain) are looked up again in nvtx_paths (one row per range)
 -- rather than carried through the 10M-row join: its build side then holds ids and numbers only, and 10M kernels
 -- fit DuckDB's 1.7 GB without spilling (before: 1.9 GB needed; at 1.7 GB 93 GB spilled and 9x the CPU;
--- benchmarks/results/analyze_10m_memory_s33.txt).
-WITH gpu_ops AS (
-    SELECT *, 'kernel' AS op_kind, kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
-           CAST(NULL AS VARCHAR) AS copy_kind
-    FROM kernels
+-- benchmarks/results/analyze_10m_memory_s33.txt). Each kind of operation is joined to its own rows of
+-- gpu_op_attribution (op_kind a constant of the branch, not a key of the hash table): 16 bytes fewer per row, and
+-- 10M kernels then stream into the Parquet writer without spilling down to 1.5 GB (before: 1.7 GB; below that the
+-- join's partition rounds re-read ~85 GB of spilled rows; benchmarks/results/analyze_10m_memory_s34.txt).
+WITH ops AS (
+    SELECT g.*, 'kernel' AS op_kind, g.kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
+           CAST(NULL AS VARCHAR) AS copy_kind, a.* EXCLUDE (trace_id, op_row_id)
+    FROM kernels g
+    LEFT JOIN (SELECT * EXCLUDE (op_kind, layer, path, depth, range_kind, domain)
+               FROM gpu_op_attribution WHERE op_kind = 'kernel') a
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.kernel_id
     UNION ALL BY NAME
-    SELECT trace_id, 'memcpy' AS op_kind, copy_id AS op_row_id, device_id, context_id, stream_id, correlation_id,
-           external_id, start_ns, end_ns, duration_ns, bytes, kind AS copy_kind, pid, graph_node_id,
-           '[CUDA memcpy ' || coalesce(kind, 'unknown') || ']' AS name,
-           '[CUDA memcpy ' || coalesce(kind, 'unknown') || ']' AS short_name
-    FROM memcpy
+    SELECT g.trace_id, 'memcpy' AS op_kind, g.copy_id AS op_row_id, g.device_id, g.context_id, g.stream_id,
+           g.correlation_id, g.external_id, g.start_ns, g.end_ns, g.duration_ns, g.bytes, g.kind AS copy_kind, g.pid,
+           g.graph_node_id, '[CUDA memcpy ' || coalesce(g.kind, 'unknown') || ']' AS name,
+           '[CUDA memcpy ' || coalesce(g.kind, 'unknown') || ']' AS short_name, a.* EXCLUDE (trace_id, op_row_id)
+    FROM memcpy g
+    LEFT JOIN (SELECT * EXCLUDE (op_kind, layer, path, depth, range_kind, domain)
+               FROM gpu_op_attribution WHERE op_kind = 'memcpy') a
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.copy_id
     UNION ALL BY NAME
-    SELECT trace_id, 'memset' AS op_kind, set_id AS op_row_id, device_id, context_id, stream_id, correlation_id,
-           external_id, start_ns, end_ns, duration_ns, bytes, NULL AS copy_kind, pid, graph_node_id,
-           '[CUDA memset]' AS name, '[CUDA memset]' AS short_name
-    FROM memset
+    SELECT g.trace_id, 'memset' AS op_kind, g.set_id AS op_row_id, g.device_id, g.context_id, g.stream_id,
+           g.correlation_id, g.external_id, g.start_ns, g.end_ns, g.duration_ns, g.bytes, NULL AS copy_kind, g.pid,
+           g.graph_node_id, '[CUDA memset]' AS name, '[CUDA memset]' AS short_name, a.* EXCLUDE (trace_id, op_row_id)
+    FROM memset g
+    LEFT JOIN (SELECT * EXCLUDE (op_kind, layer, path, depth, range_kind, domain)
+               FROM gpu_op_attribution WHERE op_kind = 'memset') a
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.set_id
 )
-SELECT g.*, a.launch_call_id, a.launch_start_ns, a.launch_pid, a.launch_tid, a.range_id, p.text AS layer, p.path,
-       p.depth, p.kind AS range_kind, p.domain, a.pass, a.bwd_op_id, a.fwd_op_id, a.op_id, a.op_name
-FROM gpu_ops g
-LEFT JOIN (SELECT * EXCLUDE (layer, path, depth, range_kind, domain) FROM gpu_op_attribution) a
-  ON a.trace_id = g.trace_id AND a.op_kind = g.op_kind AND a.op_row_id = g.op_row_id
-LEFT JOIN nvtx_paths p ON p.trace_id = a.trace_id AND p.range_id = a.range_id
+SELECT o.* EXCLUDE (launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id, pass, bwd_op_id, fwd_op_id,
+                    op_id, op_name),
+       o.launch_call_id, o.launch_start_ns, o.launch_pid, o.launch_tid, o.range_id, p.text AS layer, p.path,
+       p.depth, p.kind AS range_kind, p.domain, o.pass, o.bwd_op_id, o.fwd_op_id, o.op_id, o.op_name
+FROM ops o
+LEFT JOIN nvtx_paths p ON p.trace_id = o.trace_id AND p.range_id = o.range_id

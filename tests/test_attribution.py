@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,6 +44,28 @@ def test_small_cnn_matches_reference_on_the_raw_sqlite(nsys_out: Path, nsys_sqli
     expected = {c: (path_of(r, ranges) if r is not None else None) for c, r in ref.items()}
     got = dict(connect(nsys_out).sql("SELECT correlation_id, path FROM kernel_layers").fetchall())
     assert got == expected
+
+
+def test_every_gpu_operation_carries_the_call_that_launched_it(nsys_out: Path, nsys_sqlite: Path) -> None:
+    """Independent: each kernel, memcpy and memset of the raw export, once in gpu_op_layers, with the start and
+    thread of the runtime API call sharing its correlationId (each kind is joined to its own attribution rows)."""
+    raw = sqlite3.connect(nsys_sqlite)
+    expected = Counter()
+    for kind, table in (("kernel", "KERNEL"), ("memcpy", "MEMCPY"), ("memset", "MEMSET")):
+        expected.update(
+            (kind, c, s, t & 0xFFFFFF)
+            for c, s, t in raw.execute(
+                f"SELECT o.correlationId, r.start, r.globalTid FROM CUPTI_ACTIVITY_KIND_{table} o "
+                "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)"
+            )
+        )
+    assert {k for k, *_ in expected} == {"kernel", "memcpy", "memset"}
+    got = (
+        connect(nsys_out)
+        .sql("SELECT op_kind, correlation_id, launch_start_ns, launch_tid FROM gpu_op_layers")
+        .fetchall()
+    )
+    assert Counter(got) == expected
 
 
 def test_layer_summary_times_add_up(nsys_out: Path, nsys_sqlite: Path) -> None:
