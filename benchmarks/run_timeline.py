@@ -74,8 +74,9 @@ def main() -> None:
         (analyze, "write_views"),
     ]:
         traced(module, name)
+    sys.argv = ["tracepipe", *argv]
     try:
-        cli.main(argv, standalone_mode=False)
+        cli.run()  # the console script's entry point (it keeps pandas out of pyarrow, stops the collector)
     finally:
         mark("end")
 
