@@ -329,6 +329,22 @@ MUTANTS: list[Mutant] = [
         "each kind of GPU operation takes the attribution of its own kind (a copy_id is not a kernel_id)",
         ("tests/test_attribution.py",),
     ),
+    Mutant(
+        "memory_limit_above_duckdb_default",
+        "pipeline/analyze/__init__.py",
+        "MEMORY_PER_GPU_OP * gpu_ops), duckdb_default)",
+        "MEMORY_PER_GPU_OP * gpu_ops), 10**12)",
+        "the input-sized memory limit never exceeds DuckDB's own default (80% of the machine's memory)",
+        ("tests/test_reliability.py",),
+    ),
+    Mutant(
+        "memory_limit_not_sized",
+        "pipeline/analyze/__init__.py",
+        'if "memory_limit" not in config:',
+        'if False and "memory_limit" not in config:',
+        "without TRACEPIPE_MEMORY_LIMIT a connection gets the input-sized limit, not DuckDB's 80% of memory",
+        ("tests/test_reliability.py",),
+    ),
 ]
 
 

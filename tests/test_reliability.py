@@ -13,13 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.analyze import connect, default_memory_limit
 from pipeline.errors import BadInputError
 from pipeline.normalize.source import SQLITE_MAGIC, local_file
 from pipeline.store import committed_files, trace_ids
-from tests.conftest import SMALLCNN, gunzip_to
+from tests.conftest import SMALLCNN, gunzip_to, q
 
 TP = [sys.executable, "-m", "pipeline.cli"]
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -178,6 +180,40 @@ def test_duckdb_spills_to_a_capped_private_folder_removed_on_exit(nsys_out: Path
     r = tp("sql", nsys_out, sort, "--format", "csv", env=env, cwd=cwd)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert list(tmp.iterdir()) == []
+
+
+def test_default_memory_limit_follows_the_gpu_operations() -> None:
+    """1.6 GB, or 160 bytes per GPU operation past 10M of them, never above DuckDB's own default."""
+    assert default_memory_limit(0, 20 * 10**9) == 1_600_000_000
+    assert default_memory_limit(10_000_000, 20 * 10**9) == 1_600_000_000
+    assert default_memory_limit(20_000_000, 20 * 10**9) == 3_200_000_000
+    assert default_memory_limit(20_000_000, 2 * 10**9) == 2 * 10**9
+    assert default_memory_limit(1000, 10**9) == 10**9
+
+
+def _duckdb_shows(limit: str) -> str:
+    """DuckDB's own rendering of a memory limit (current_setting rounds it to a unit)."""
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{limit}'")
+    return con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+
+@pytest.mark.parametrize("env", [{}, {"TRACEPIPE_MEMORY_LIMIT": "64MB"}])
+def test_connections_get_the_sized_limit_unless_the_setting_gives_one(
+    env: dict[str, str], nsys_out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRACEPIPE_MEMORY_LIMIT", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    ops = q(
+        nsys_out,
+        "SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memcpy) + (SELECT count(*) FROM memset)",
+    )[0][0]
+    assert 0 < ops < 10_000_000  # a small trace: the floor applies
+    expected = _duckdb_shows(env.get("TRACEPIPE_MEMORY_LIMIT", "1600000000B"))
+    for read_only in (False, True):  # analyze's connection and the sql shell's
+        con = connect(nsys_out, views=[], read_only=read_only)
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == expected
 
 
 # ------------------------------------------------------------------------------------------- exit codes

@@ -33,8 +33,14 @@ from pipeline.lean import cores, duckdb_connect
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import committed, committed_files, hold_readers, trace_ids
 
-#: DuckDB's memory limit unless TRACEPIPE_MEMORY_LIMIT says otherwise; past it DuckDB spills to disk.
-DEFAULT_MEMORY_LIMIT = "3GB"
+#: DuckDB's memory limit, unless TRACEPIPE_MEMORY_LIMIT says otherwise, is sized to the input (past it DuckDB spills
+#: to disk; see :func:`default_memory_limit`): at least this much,
+MEMORY_FLOOR = 1_600_000_000
+#: or this many bytes per GPU operation (kernel, memcpy, memset), whichever is more: the largest view's hash join
+#: (gpu_op_layers') needs ~1.45 GB for 10M kernels and re-reads ~85 GB of spilled rows below that, ~10x the time
+#: (benchmarks/results/analyze_10m_memory_s34.txt); 10M kernels then run in 1.87 GB at 1.6 GB
+#: (bench_nsys_10m_s34.txt) where a fixed 3 GB took 2.76 GB.
+MEMORY_PER_GPU_OP = 160
 #: Most disk DuckDB may spill to (in a private folder under TMPDIR, removed when the connection goes)
 #: unless TRACEPIPE_TEMP_LIMIT says otherwise.
 DEFAULT_TEMP_LIMIT = "20GB"
@@ -257,6 +263,10 @@ def connect(
     # again: cached, creating the views costs 0.24 instead of 0.58 CPU-s on a 200k-kernel trace.
     con.execute("SET parquet_metadata_cache = true")
     register_tables(con, normalized, traces)
+    if "memory_limit" not in config:  # DuckDB's own default until here: 80% of the machine's memory
+        (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        limit = default_memory_limit(gpu_ops(con), parse_size(duckdb_default) or MEMORY_FLOOR)
+        con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
     if device is not None:
         from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
 
@@ -310,15 +320,28 @@ def _alive(pid: int) -> bool:
 
 
 def duckdb_config() -> dict[str, str]:
-    """Memory limit (past it DuckDB spills sorts, joins and aggregates) and a capped private spill folder;
-    TRACEPIPE_MEMORY_LIMIT and TRACEPIPE_TEMP_LIMIT override the defaults."""
-    memory = size_setting("TRACEPIPE_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
-    spill = size_setting("TRACEPIPE_TEMP_LIMIT", DEFAULT_TEMP_LIMIT)
-    return {
-        "memory_limit": f"{memory}B",
-        "temp_directory": spill_folder(),
-        "max_temp_directory_size": f"{spill}B",
-    }
+    """A capped private spill folder (TRACEPIPE_TEMP_LIMIT overrides the cap) and, when TRACEPIPE_MEMORY_LIMIT is
+    set, that memory limit (past it DuckDB spills sorts, joins and aggregates); without it :func:`connect` sizes
+    the limit to the input (:func:`default_memory_limit`)."""
+    config = {"temp_directory": spill_folder()}
+    if "TRACEPIPE_MEMORY_LIMIT" in os.environ:
+        config["memory_limit"] = f"{size_setting('TRACEPIPE_MEMORY_LIMIT', '')}B"
+    config["max_temp_directory_size"] = f"{size_setting('TRACEPIPE_TEMP_LIMIT', DEFAULT_TEMP_LIMIT)}B"
+    return config
+
+
+def default_memory_limit(gpu_ops: int, duckdb_default: int) -> int:
+    """DuckDB's memory limit for an input of ``gpu_ops`` GPU operations: :data:`MEMORY_FLOOR` or
+    :data:`MEMORY_PER_GPU_OP` bytes per operation, whichever is more (bounded: 10M kernels in < 2 GB of RSS, and
+    bigger traces kept off the spill cliff of the largest join), but never above DuckDB's own default
+    (``duckdb_default``: 80% of the machine's memory)."""
+    return min(max(MEMORY_FLOOR, MEMORY_PER_GPU_OP * gpu_ops), duckdb_default)
+
+
+def gpu_ops(con: duckdb.DuckDBPyConnection) -> int:
+    """Kernels, memcpys and memsets ``con`` reads (from the Parquet footers: no data is scanned)."""
+    counts = " + ".join(f"(SELECT count(*) FROM {name})" for name in ("kernels", "memcpy", "memset"))
+    return int(con.execute(f"SELECT {counts}").fetchall()[0][0])
 
 
 def analysis_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
