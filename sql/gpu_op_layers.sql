@@ -8,13 +8,11 @@
 --          layer, path, depth, range_kind, domain, pass, bwd_op_id, fwd_op_id, op_id, op_name; see its header)
 -- Rule: gpu_op_attribution's rules (forward by the launching call's NVTX ranges, backward by the autograd link,
 -- optimizer steps); this view puts each operation's own columns beside them.
--- The range's texts (layer, path, depth, range_kind, domain) are looked up again in nvtx_paths (one row per range)
--- rather than carried through the 10M-row join: its build side then holds ids and numbers only, and 10M kernels
--- fit DuckDB's 1.7 GB without spilling (before: 1.9 GB needed; at 1.7 GB 93 GB spilled and 9x the CPU;
--- benchmarks/results/analyze_10m_memory_s33.txt). Each kind of operation is joined to its own rows of
--- gpu_op_attribution (op_kind a constant of the branch, not a key of the hash table): 16 bytes fewer per row, and
--- 10M kernels then stream into the Parquet writer without spilling down to 1.5 GB (before: 1.7 GB; below that the
--- join's partition rounds re-read ~85 GB of spilled rows; benchmarks/results/analyze_10m_memory_s34.txt).
+-- Memory (10M kernels, benchmarks/results/analyze_10m_memory_s33.txt and _s34.txt): the 10M-row join's hash table holds
+-- ids and numbers only. The range's texts (layer, path, depth, range_kind, domain) are looked up in nvtx_paths (one
+-- row per range) after it, and each kind of operation is joined to its own rows of gpu_op_attribution, so op_kind
+-- is no key either: 10M kernels stream into the Parquet writer without spilling down to a 1.5 GB limit (texts carried:
+-- 1.9 GB; op_kind as a key: 1.7 GB). Below that the join's partition rounds re-read ~85 GB of spilled rows.
 WITH ops AS (
     SELECT g.*, 'kernel' AS op_kind, g.kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
            CAST(NULL AS VARCHAR) AS copy_kind, a.* EXCLUDE (trace_id, op_row_id)
