@@ -9,7 +9,7 @@
 -- Rule: gpu_op_attribution's rules (forward by the launching call's NVTX ranges, backward by the autograd link,
 -- optimizer steps); this view puts each operation's own columns beside them.
 -- Memory (10M kernels, benchmarks/results/analyze_10m_memory_s33.txt and _s34.txt): the 10M-row join's hash table holds
--- ids and numbers only. The range's texts (layer, path, depth, range_kind, domain) are looked up in nvtx_paths (one
+-- no more than the join needs. The range's texts (layer, path, depth, range_kind, domain) are looked up in nvtx_paths (one
 -- row per range) after it, and each kind of operation is joined to its own rows of gpu_op_attribution, so op_kind
 -- is no key either: 10M kernels stream into the Parquet writer without spilling down to a 1.5 GB limit (texts carried:
 -- 1.9 GB; op_kind as a key: 1.7 GB). Below that the join's partition rounds re-read ~85 GB of spilled rows.
