@@ -265,7 +265,8 @@ def connect(
     register_tables(con, normalized, traces)
     if "memory_limit" not in config:  # DuckDB's own default until here: 80% of the machine's memory
         (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
-        limit = default_memory_limit(gpu_ops(con), parse_size(duckdb_default) or MEMORY_FLOOR)
+        ops = table_rows(con, GPU_OP_TABLES)
+        limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)
         con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
     if device is not None:
         from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
@@ -336,12 +337,6 @@ def default_memory_limit(gpu_ops: int, duckdb_default: int) -> int:
     bigger traces kept off the spill cliff of the largest join), but never above DuckDB's own default
     (``duckdb_default``: 80% of the machine's memory)."""
     return min(max(MEMORY_FLOOR, MEMORY_PER_GPU_OP * gpu_ops), duckdb_default)
-
-
-def gpu_ops(con: duckdb.DuckDBPyConnection) -> int:
-    """Kernels, memcpys and memsets ``con`` reads (from the Parquet footers: no data is scanned)."""
-    counts = " + ".join(f"(SELECT count(*) FROM {name})" for name in ("kernels", "memcpy", "memset"))
-    return int(con.execute(f"SELECT {counts}").fetchall()[0][0])
 
 
 def analysis_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -448,8 +443,17 @@ def in_memory_rows(side_by_side: bool) -> int:
 
 
 def input_rows(con: duckdb.DuckDBPyConnection) -> int:
-    """Rows of the :data:`SIZE_TABLES` ``con`` reads (from the Parquet footers: no data is scanned)."""
-    counts = " + ".join(f"(SELECT count(*) FROM {name})" for name in SIZE_TABLES)
+    """Rows of the :data:`SIZE_TABLES` ``con`` reads."""
+    return table_rows(con, SIZE_TABLES)
+
+
+#: The tables of GPU operations (their rows size DuckDB's default memory limit).
+GPU_OP_TABLES = ("kernels", "memcpy", "memset")
+
+
+def table_rows(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> int:
+    """Rows of ``tables`` together, as ``con`` reads them (from the Parquet footers: no data is scanned)."""
+    counts = " + ".join(f"(SELECT count(*) FROM {name})" for name in tables)
     return int(con.execute(f"SELECT {counts}").fetchall()[0][0])
 
 
