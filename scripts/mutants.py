@@ -324,8 +324,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "memcpy_joined_to_kernel_attribution",
         "sql/gpu_op_layers.sql",
-        "FROM gpu_op_attribution WHERE op_kind = 'memcpy') a",
-        "FROM gpu_op_attribution WHERE op_kind = 'kernel') a",
+        "FROM attribution WHERE op_kind = 'memcpy') a",
+        "FROM attribution WHERE op_kind = 'kernel') a",
         "each kind of GPU operation takes the attribution of its own kind (a copy_id is not a kernel_id)",
         ("tests/test_attribution.py",),
     ),

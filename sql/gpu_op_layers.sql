@@ -13,12 +13,14 @@
 -- row per range) after it, and each kind of operation is joined to its own rows of gpu_op_attribution, so op_kind
 -- is no key either: 10M kernels stream into the Parquet writer without spilling down to a 1.5 GB limit (texts carried:
 -- 1.9 GB; op_kind as a key: 1.7 GB). Below that the join's partition rounds re-read ~85 GB of spilled rows.
-WITH ops AS (
+WITH attribution AS NOT MATERIALIZED (   -- read once per kind of operation below, never held whole
+    SELECT * EXCLUDE (layer, path, depth, range_kind, domain) FROM gpu_op_attribution
+),
+ops AS (
     SELECT g.*, 'kernel' AS op_kind, g.kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
            CAST(NULL AS VARCHAR) AS copy_kind, a.* EXCLUDE (trace_id, op_row_id)
     FROM kernels g
-    LEFT JOIN (SELECT * EXCLUDE (op_kind, layer, path, depth, range_kind, domain)
-               FROM gpu_op_attribution WHERE op_kind = 'kernel') a
+    LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'kernel') a
       ON a.trace_id = g.trace_id AND a.op_row_id = g.kernel_id
     UNION ALL BY NAME
     SELECT g.trace_id, 'memcpy' AS op_kind, g.copy_id AS op_row_id, g.device_id, g.context_id, g.stream_id,
@@ -26,16 +28,14 @@ WITH ops AS (
            g.graph_node_id, '[CUDA memcpy ' || coalesce(g.kind, 'unknown') || ']' AS name,
            '[CUDA memcpy ' || coalesce(g.kind, 'unknown') || ']' AS short_name, a.* EXCLUDE (trace_id, op_row_id)
     FROM memcpy g
-    LEFT JOIN (SELECT * EXCLUDE (op_kind, layer, path, depth, range_kind, domain)
-               FROM gpu_op_attribution WHERE op_kind = 'memcpy') a
+    LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'memcpy') a
       ON a.trace_id = g.trace_id AND a.op_row_id = g.copy_id
     UNION ALL BY NAME
     SELECT g.trace_id, 'memset' AS op_kind, g.set_id AS op_row_id, g.device_id, g.context_id, g.stream_id,
            g.correlation_id, g.external_id, g.start_ns, g.end_ns, g.duration_ns, g.bytes, NULL AS copy_kind, g.pid,
            g.graph_node_id, '[CUDA memset]' AS name, '[CUDA memset]' AS short_name, a.* EXCLUDE (trace_id, op_row_id)
     FROM memset g
-    LEFT JOIN (SELECT * EXCLUDE (op_kind, layer, path, depth, range_kind, domain)
-               FROM gpu_op_attribution WHERE op_kind = 'memset') a
+    LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'memset') a
       ON a.trace_id = g.trace_id AND a.op_row_id = g.set_id
 )
 SELECT o.* EXCLUDE (launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id, pass, bwd_op_id, fwd_op_id,
