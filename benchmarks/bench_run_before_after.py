@@ -23,12 +23,15 @@ from benchmarks._measure import measure, median, provenance, rows_only_in
 
 
 def run(tree: Path, trace: Path, work: Path, pycache: Path) -> object:
+    """One measured ``tracepipe run`` of ``tree``'s code, in ``work``'s parent folder: never in the caller's
+    folder, whose own ``pipeline`` (a checkout) ``python -m`` would put ahead of PYTHONPATH's tree."""
     shutil.rmtree(work, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     # The tree first, then what the caller had (the GPU host's wheels sit on PYTHONPATH).
     path = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH", "")) if p)
     env.update(PYTHONPATH=path, PYTHONPYCACHEPREFIX=str(pycache))
-    return measure([sys.executable, "-m", "pipeline.cli", "run", str(trace), "--out", str(work), "-q"], env=env)
+    argv = [sys.executable, "-m", "pipeline.cli", "run", str(trace.resolve()), "--out", str(work), "-q"]
+    return measure(argv, env=env, cwd=work.parent)
 
 
 def differing_views(a: Path, b: Path) -> list[str]:

@@ -55,14 +55,17 @@ def our_env(pycache: Path) -> dict[str, str]:
 
 def ours_one(trace: Path, work: Path, env: dict[str, str]) -> Measurement:
     shutil.rmtree(work, ignore_errors=True)
-    return measure([sys.executable, "-m", "pipeline.cli", "run", str(trace), "--out", str(work), "-q"], env=env)
+    # cwd=ROOT: `python -m` puts the working folder first on sys.path, ahead of PYTHONPATH's ROOT
+    argv = [sys.executable, "-m", "pipeline.cli", "run", str(trace.resolve()), "--out", str(work), "-q"]
+    return measure(argv, env=env, cwd=ROOT)
 
 
 def ours_two(trace: Path, work: Path, env: dict[str, str]) -> tuple[Measurement, Measurement]:
     shutil.rmtree(work, ignore_errors=True)
     tp = [sys.executable, "-m", "pipeline.cli"]
-    norm = measure([*tp, "normalize", str(trace), "--out", str(work / "n"), "-q"], env=env)
-    ana = measure([*tp, "analyze", str(work / "n"), "--out", str(work / "a"), "--format", "parquet", "-q"], env=env)
+    norm = measure([*tp, "normalize", str(trace.resolve()), "--out", str(work / "n"), "-q"], env=env, cwd=ROOT)
+    argv = [*tp, "analyze", str(work / "n"), "--out", str(work / "a"), "--format", "parquet", "-q"]
+    ana = measure(argv, env=env, cwd=ROOT)
     return norm, ana
 
 

@@ -70,10 +70,11 @@ def ours(sqlite: Path, work: Path) -> tuple[Measurement, Measurement]:
     shutil.rmtree(work, ignore_errors=True)
     tp = [sys.executable, "-m", "pipeline.cli"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    norm = measure([*tp, "normalize", str(sqlite), "--out", str(work / "n"), "-q"], env=env)
+    # cwd=ROOT: `python -m` puts the working folder first on sys.path, ahead of PYTHONPATH's ROOT
+    norm = measure([*tp, "normalize", str(sqlite.resolve()), "--out", str(work / "n"), "-q"], env=env, cwd=ROOT)
     views = [a for v in VIEWS for a in ("--view", v)]
     ana = measure([*tp, "analyze", str(work / "n"), "--out", str(work / "a"), *views, "--format", "parquet", "-q"],
-                  env=env)  # fmt: skip
+                  env=env, cwd=ROOT)  # fmt: skip
     return norm, ana
 
 
