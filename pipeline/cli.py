@@ -51,13 +51,18 @@ def main(ctx: click.Context) -> None:
     """
     from pipeline import lean
 
+    global _BATCH_PROCESS
     if _OWN_PROCESS and ctx.invoked_subcommand in lean.BATCH_COMMANDS:
         lean.batch_gc()
+        _BATCH_PROCESS = True
 
 
 #: True in a process ``run`` started (the ``tracepipe`` script, ``python -m pipeline``), False where a caller
 #: (a test, a notebook) invokes ``main`` inside its own process, whose settings stay its own.
 _OWN_PROCESS = False
+#: True once ``main`` runs a batch command (:data:`pipeline.lean.BATCH_COMMANDS`) in a process ``run`` started:
+#: that process ends without the interpreter's teardown (:func:`pipeline.lean.exit_without_teardown`).
+_BATCH_PROCESS = False
 
 
 class CatalogCommand(click.Command):
@@ -462,13 +467,27 @@ def duckdb_error() -> type[Exception]:
 
 
 def run() -> None:
-    """Entry point: bad input and tool failures end in one line and an exit code, not a traceback."""
-    from pipeline.lean import pyarrow_without_pandas
-    from pipeline.store import TraceIdError
+    """Entry point (the ``tracepipe`` script, ``python -m pipeline``): bad input and tool failures end in one line
+    and an exit code, not a traceback. The process is the command's own: a batch command ends it without the
+    interpreter's teardown (:func:`pipeline.lean.exit_without_teardown`). Callers inside a process of theirs
+    (a notebook, a test) call ``main`` instead."""
+    from pipeline.lean import exit_without_teardown, pyarrow_without_pandas
 
     global _OWN_PROCESS
     _OWN_PROCESS = True
     pyarrow_without_pandas()  # a process of its own: pandas is never used (tests' in-process runs keep it)
+    try:
+        _run_main()
+    except SystemExit as e:
+        if _BATCH_PROCESS:
+            exit_without_teardown(e.code)
+        raise
+
+
+def _run_main() -> None:
+    """``main``, its failures turned into one line and an exit code (SystemExit)."""
+    from pipeline.store import TraceIdError
+
     try:
         main(standalone_mode=True)
     except (BadInputError, SettingError, TraceIdError) as e:

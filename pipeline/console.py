@@ -1,26 +1,47 @@
-"""Terminal output shared by every command: progress bars, tables, one-line errors."""
+"""Terminal output shared by every command: progress bars, tables, one-line errors.
+
+``out`` and ``err`` (rich Consoles on stdout and stderr) are made on first use: importing rich costs ~17 ms
+of a process's start (~0.04 s on the GPU host), which a quiet batch run never needs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    out: Console
+    err: Console
 
 T = TypeVar("T")
 
-out = Console()
-err = Console(stderr=True)
+
+def __getattr__(name: str) -> Console:
+    """``out`` / ``err``, made (and kept as module attributes) when first asked for."""
+    if name not in ("out", "err"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    console = Console(stderr=name == "err")
+    globals()[name] = console
+    return console
+
+
+def _console(name: str) -> Console:
+    return globals().get(name) or __getattr__(name)
 
 
 def progress(items: Iterable[T], total: int, label: str, quiet: bool = False) -> Iterator[T]:
     """Iterate with a progress bar on stderr (silent with --quiet or when not a terminal)."""
-    if quiet or not err.is_terminal:
+    if quiet or not _console("err").is_terminal:
         yield from items
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*cols, console=err, transient=True) as bar:
+    with Progress(*cols, console=_console("err"), transient=True) as bar:
         task = bar.add_task(label, total=total)
         for item in items:
             bar.update(task, description=f"{label} {getattr(item, 'name', '')}")
@@ -29,8 +50,8 @@ def progress(items: Iterable[T], total: int, label: str, quiet: bool = False) ->
 
 
 def fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    _console("err").print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+    _console("err").print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)

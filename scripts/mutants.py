@@ -47,6 +47,8 @@ OCC = "tests/test_occupancy_rules.py"
 STACKS = "tests/test_call_stacks.py"
 CALL_STACKS = "pipeline/normalize/sql/call_stacks.sql"
 NESTING = "pipeline/normalize/nesting.py"
+FAST_EXIT = "tests/test_reliability.py::test_a_batch_command_ends_without_teardown_but_with_its_exit_work_done"
+FAST_EXIT_RULES = "tests/test_reliability.py::test_the_fast_exit_runs_atexit_flushes_and_keeps_the_status"
 
 MUTANTS: list[Mutant] = [
     # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
@@ -344,6 +346,55 @@ MUTANTS: list[Mutant] = [
         'if False and "memory_limit" not in config:',
         "without TRACEPIPE_MEMORY_LIMIT a connection gets the input-sized limit, not DuckDB's 80% of memory",
         ("tests/test_reliability.py",),
+    ),
+    # --- session 35: a batch command's process ends without the interpreter's teardown ----------------------
+    Mutant(
+        "batch_exit_with_teardown",
+        "pipeline/cli.py",
+        "            exit_without_teardown(e.code)",
+        "            pass",
+        "a batch command (normalize, analyze, run) ends its process without the interpreter's teardown",
+        (FAST_EXIT,),
+    ),
+    Mutant(
+        "fast_exit_skips_atexit",
+        "pipeline/lean.py",
+        "    atexit._run_exitfuncs()",
+        "    pass",
+        "the fast exit still runs the atexit functions first (the spill folder's removal)",
+        (FAST_EXIT_RULES,),
+    ),
+    Mutant(
+        "fast_exit_drops_stdout",
+        "pipeline/lean.py",
+        "            stream.flush()",
+        "            pass",
+        "the fast exit flushes stdout and stderr: text a pipe's buffer holds is written",
+        (FAST_EXIT_RULES,),
+    ),
+    Mutant(
+        "fast_exit_status_lost",
+        "pipeline/lean.py",
+        "os._exit(code or 0)",
+        "os._exit(0)",
+        "the fast exit keeps the command's exit status (2 for bad input)",
+        (FAST_EXIT, FAST_EXIT_RULES),
+    ),
+    Mutant(
+        "fast_exit_cuts_a_thread",
+        "pipeline/lean.py",
+        " or threading.active_count() > 1:",
+        ":",
+        "no fast exit while another thread runs: Python's exit waits for it",
+        ("tests/test_reliability.py::test_no_fast_exit_while_another_thread_runs",),
+    ),
+    Mutant(
+        "console_imports_rich_eagerly",
+        "pipeline/console.py",
+        "from typing import TYPE_CHECKING, TypeVar\n",
+        "from typing import TYPE_CHECKING, TypeVar\n\nimport rich.console  # noqa: F401\n",
+        "a quiet run never imports rich: the console is made on first use",
+        ("tests/test_oneshot.py::test_a_quiet_run_never_imports_rich",),
     ),
 ]
 

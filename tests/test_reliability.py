@@ -7,6 +7,7 @@ import errno
 import gc
 import gzip
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -182,6 +183,73 @@ def test_duckdb_spills_to_a_capped_private_folder_removed_on_exit(nsys_out: Path
     assert list(tmp.iterdir()) == []
 
 
+#: The console script's entry point with an object whose finalizer reports the interpreter's teardown.
+_TEARDOWN_WITNESS = """
+import sys
+import pipeline.cli as cli
+class Witness:
+    def __del__(self):
+        sys.stderr.write("torn down\\n")
+cli._witness = Witness()
+sys.argv = ["tracepipe", *sys.argv[1:]]
+cli.run()
+"""
+
+
+def _tp_witnessed(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", _TEARDOWN_WITNESS, *map(str, args)], capture_output=True, text=True, env={**ENV, **env}
+    )
+
+
+def test_a_batch_command_ends_without_teardown_but_with_its_exit_work_done(nsys_out: Path, tmp_path: Path) -> None:
+    """analyze skips the interpreter's teardown, yet its atexit work (the spill folder's removal) runs, piped
+    stdout is flushed whole, and the exit status is the command's; a non-batch command exits normally."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp)}
+    r = _tp_witnessed("analyze", nsys_out, "--out", tmp_path / "a", "--json", "-q", env=env)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)  # the whole JSON: a block-buffered pipe flushed before the process ended
+    assert rows["layer_summary"] == pq.read_metadata(tmp_path / "a" / "layer_summary.parquet").num_rows > 0
+    assert "torn down" not in r.stderr
+    assert list(tmp.iterdir()) == []  # connect's spill folder, removed by its atexit finalizer
+    bad = _tp_witnessed("analyze", tmp_path / "missing", "--out", tmp_path / "b", env=env)
+    assert bad.returncode == 2 and "missing" in bad.stderr and "torn down" not in bad.stderr
+    shell = _tp_witnessed("sql", nsys_out, "SELECT 1 AS one", "--format", "csv", env=env)
+    assert shell.returncode == 0 and shell.stdout.split() == ["one", "1"] and "torn down" in shell.stderr
+
+
+def _ended_by_fast_exit(body: str) -> subprocess.CompletedProcess:
+    code = "import atexit, sys, threading, time\nfrom pipeline.lean import exit_without_teardown\n" + body
+    buffered = {k: v for k, v in ENV.items() if k != "PYTHONUNBUFFERED"}  # piped stdout holds text until flushed
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=buffered)
+
+
+def test_the_fast_exit_runs_atexit_flushes_and_keeps_the_status(tmp_path: Path) -> None:
+    """What Python's exit does before its teardown still happens: atexit functions, stdio flushed (a pipe
+    holds written text in its buffer until then), the status given."""
+    mark = tmp_path / "atexit"
+    r = _ended_by_fast_exit(
+        f"atexit.register(lambda: open({str(mark)!r}, 'w').write('ran'))\n"
+        "sys.stdout.write('buffered out')\nsys.stderr.write('buffered err')\n"
+        "exit_without_teardown(2)\nsys.exit(9)\n"
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (2, "buffered out", "buffered err")
+    assert mark.read_text() == "ran"
+
+
+def test_no_fast_exit_while_another_thread_runs(tmp_path: Path) -> None:
+    """A thread still working keeps the process up until it is done, as Python's own exit does."""
+    done = tmp_path / "done"
+    r = _ended_by_fast_exit(
+        f"t = threading.Thread(target=lambda: (time.sleep(0.3), open({str(done)!r}, 'w').write('x')))\n"
+        "t.start()\nexit_without_teardown(0)\nsys.exit(3)\n"
+    )
+    assert r.returncode == 3, r.stderr
+    assert done.read_text() == "x"
+
+
 def test_default_memory_limit_follows_the_gpu_operations() -> None:
     """1.6 GB, or 160 bytes per GPU operation past 10M of them, never above DuckDB's own default."""
     assert default_memory_limit(0, 20 * 10**9) == 1_600_000_000
@@ -269,14 +337,18 @@ def test_disk_and_permission_errors_are_exit_2_naming_the_file(
 
     monkeypatch.setattr(TraceWriter, "write_batches", fail)
     monkeypatch.setattr(sys, "argv", ["tracepipe", "normalize", str(SMALLCNN / "nsys.sqlite.gz"), "-o", str(tmp_path)])
-    # cli.run marks the process as its own (and a batch command then stops the collector): both undone after,
-    # or every later in-process CLI call in this pytest process would behave as a separate `tracepipe` process
+    # cli.run marks the process as its own (and a batch command then stops the collector and ends the process
+    # without teardown): all undone or stubbed here, or this pytest process would end with the command, and
+    # every later in-process CLI call in it would behave as a separate `tracepipe` process
     monkeypatch.setattr(cli, "_OWN_PROCESS", False)
+    monkeypatch.setattr(cli, "_BATCH_PROCESS", False)
+    fast_exits: list[object] = []
+    monkeypatch.setattr("pipeline.lean.exit_without_teardown", fast_exits.append)
     try:
         with pytest.raises(SystemExit) as exit_:
             cli.run()
     finally:
         gc.enable()
-    assert exit_.value.code == 2
+    assert exit_.value.code == 2 and fast_exits == [2]
     err = capsys.readouterr().err
     assert fix in err and "kernels.parquet" in err and len(err.strip().splitlines()) == 1

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from pipeline import console
 from pipeline.cli_options import output_options
 
 if TYPE_CHECKING:  # the package imports matplotlib: only load it when the command runs
+    from rich.console import Console
+
     from pipeline.report.build import Report
 
 DEFAULT_REPORT = Path("report")
@@ -66,6 +67,7 @@ _SUMMARY_OVERHEAD = 8
 def _print_summary(rep: Report, con: Console | None = None) -> None:
     """One row per trace (its top layer and top kernel), cut to fit MAX_SUMMARY_LINES; the rest is in the HTML."""
     from rich import box
+    from rich.console import Console
     from rich.table import Table
 
     # piped output has no width to fit: 120 columns keep one line per trace without cutting names short
