@@ -10,6 +10,7 @@ may compile its bytecode (PYTHONDONTWRITEBYTECODE is set on the GPU host: set PY
 
 from __future__ import annotations
 
+import atexit
 import sys
 import time
 from collections.abc import Callable
@@ -75,10 +76,9 @@ def main() -> None:
     ]:
         traced(module, name)
     sys.argv = ["tracepipe", *argv]
-    try:
-        cli.run()  # the console script's entry point (it keeps pandas out of pyarrow, stops the collector)
-    finally:
-        mark("end")
+    # A batch command's process ends inside cli.run, after the atexit functions (lean.exit_without_teardown).
+    atexit.register(mark, "end")
+    cli.run()  # the console script's entry point (it keeps pandas out of pyarrow, stops the collector)
 
 
 if __name__ == "__main__":
