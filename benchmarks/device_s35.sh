@@ -16,6 +16,9 @@ taskset -c 0,1 python3 benchmarks/bench_run_before_after.py .dev/s35/before . $S
     | tee "$OUT/run_before_after_h200.txt"
 taskset -c 0,1 python3 benchmarks/bench_vs_hta.py --hta-python $D/hta_py --reps ${REPS:-3} --synthetic 500 $S $H \
     2>"$OUT/hta_stderr.txt" | tee "$OUT/bench_vs_hta_h200.txt"
+# The host sets PYTHONDONTWRITEBYTECODE: without unsetting it every timeline run compiles the tree again (the
+# first call of this script did not, and its timeline was discarded).
+unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=/tmp/pyc_timeline
 for i in 1 2 3; do
     rm -rf /tmp/tl; echo "== $S timeline rep $i"; taskset -c 0,1 python3 benchmarks/run_timeline.py -- run $S --out /tmp/tl -q

@@ -4,6 +4,8 @@
 # record_function range per module (`tracepipe capture torch --train`), 15 and 30 measured steps; then HTA 0.5.0
 # against `tracepipe run` on them (bench_vs_hta.py, taskset -c 0,1). The traces come back in $OUT for local runs.
 #   run(command="bash benchmarks/device_s35_capture.sh", carry=[".dev/i18-chrome", ".dev/s35"], timeout_s=600)
+# .dev/s35 holds the nvtx wheel (whl/, `pip download nvtx` for cp312 manylinux). With it the carry is ~65 MiB, over
+# the 64 MiB limit: the session-35 call left htawhl/networkx-*.whl out (HTA then used the host image's networkx).
 D=.dev/i18-chrome
 exec > >(tee "$OUT/device_log.txt") 2>&1
 date -u; python3 -c 'import torch, torchvision; print(torch.__version__, torchvision.__version__)'
