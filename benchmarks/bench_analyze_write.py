@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._measure import median, own_peak_rss_bytes, provenance, rows_only_in  # noqa: E402
+from benchmarks._measure import differing_parquet, median, own_peak_rss_bytes, provenance  # noqa: E402
 
 
 def child(normalized: str, out: str, mode: str) -> None:
@@ -61,17 +61,6 @@ def run_child(normalized: Path, out: Path, mode: str) -> dict:
     env = {**os.environ, "BENCH_TREE": tree} if tree else None
     cmd = [sys.executable, __file__, "--child", str(normalized), str(out), mode]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
-
-
-def same_outputs(a: Path, b: Path) -> list[str]:
-    import duckdb
-
-    con, bad = duckdb.connect(), []
-    for f in sorted(a.glob("*.parquet")):
-        files = {"x": str(f), "y": str(b / f.name)}
-        if any(rows_only_in(con, "SELECT * FROM read_parquet($x)", "SELECT * FROM read_parquet($y)", files)):
-            bad.append(f.stem)
-    return bad
 
 
 def prepare(spec: str, tmp: Path) -> tuple[str, Path]:
@@ -113,7 +102,7 @@ def main() -> None:
                 for mode in runs:
                     runs[mode].append(run_child(norm, tmp / f"out{modes.index(mode)}", mode))
             modes = list(runs)
-            bad = sorted({v for i in range(1, len(modes)) for v in same_outputs(tmp / "out0", tmp / f"out{i}")})
+            bad = sorted({v for i in range(1, len(modes)) for v in differing_parquet(tmp / "out0", tmp / f"out{i}")})
             cpu = {m: median([r["cpu"] for r in rs]) for m, rs in runs.items()}
             wall = {m: median([r["wall"] for r in rs]) for m, rs in runs.items()}
             rss = {m: median([r["rss_mb"] for r in rs]) for m, rs in runs.items()}

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._measure import measure, median, provenance, rows_only_in
+from benchmarks._measure import differing_parquet, measure, median, provenance
 
 
 def run(tree: Path, trace: Path, work: Path, pycache: Path) -> object:
@@ -32,24 +32,6 @@ def run(tree: Path, trace: Path, work: Path, pycache: Path) -> object:
     env.update(PYTHONPATH=path, PYTHONPYCACHEPREFIX=str(pycache))
     argv = [sys.executable, "-m", "pipeline.cli", "run", str(trace.resolve()), "--out", str(work), "-q"]
     return measure(argv, env=env, cwd=work.parent)
-
-
-def differing_views(a: Path, b: Path) -> list[str]:
-    import duckdb
-
-    con, bad = duckdb.connect(), []
-    names = sorted(p.name for p in a.glob("*.parquet"))
-    if names != sorted(p.name for p in b.glob("*.parquet")):
-        return ["(different file lists)"]
-    for name in names:
-        x, y = str(a / name), str(b / name)
-        types = [con.execute("DESCRIBE SELECT * FROM read_parquet($p)", {"p": p}).fetchall() for p in (x, y)]
-        files = {"x": x, "y": y}
-        if types[0] != types[1] or any(
-            rows_only_in(con, "SELECT * FROM read_parquet($x)", "SELECT * FROM read_parquet($y)", files)
-        ):
-            bad.append(name)
-    return bad
 
 
 def main() -> None:
@@ -67,7 +49,7 @@ def main() -> None:
         for trace in args.traces:
             for side, tree in trees.items():  # unmeasured: fills each tree's bytecode cache
                 run(tree, trace.resolve(), tmp / side, tmp / f"pyc_{side}")
-            bad = differing_views(tmp / "before" / "analysis", tmp / "after" / "analysis")
+            bad = differing_parquet(tmp / "before" / "analysis", tmp / "after" / "analysis")
             print(f"{trace.name}: analysis files equal (rows, EXCEPT ALL both ways, and types): "
                   f"{'yes' if not bad else 'NO: ' + ', '.join(bad)}")  # fmt: skip
             runs: dict[str, list] = {side: [] for side in trees}

@@ -95,3 +95,21 @@ def test_before_after_runs_each_trees_own_code_whatever_the_callers_folder(
     monkeypatch.chdir(tmp_path / "after")  # the caller sits in the other tree, as in a checkout
     bench.run(tmp_path / "before", tmp_path / "trace.json", work / "before", work / "pyc")
     assert (work / "before" / "analysis" / "tree.txt").read_text() == "before"
+
+
+def test_differing_parquet_names_files_with_other_rows_types_or_names(tmp_path: Path) -> None:
+    import duckdb
+
+    from benchmarks._measure import differing_parquet
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    con = duckdb.connect()
+    for folder, dup, typ in ((a, 1, "BIGINT"), (b, 2, "INTEGER")):
+        con.execute(f"COPY (SELECT 1 AS x UNION ALL SELECT {dup}) TO '{folder / 'rows.parquet'}'")
+        con.execute(f"COPY (SELECT CAST(1 AS {typ}) AS x) TO '{folder / 'types.parquet'}'")
+        con.execute(f"COPY (SELECT 7 AS x) TO '{folder / 'same.parquet'}'")
+    assert differing_parquet(a, b) == ["rows.parquet", "types.parquet"]  # a bag: {1, 1} is not {1, 2}
+    (b / "types.parquet").rename(b / "other.parquet")
+    assert differing_parquet(a, b) == ["(different file lists)"]
