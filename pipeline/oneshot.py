@@ -2,7 +2,8 @@
 
 The two stages as separate commands each pay an interpreter start and the imports of DuckDB, pyarrow and
 numpy (~0.3 CPU-s each): on a small trace that is most of the time.  This runs ``normalize`` and then
-``analyze`` with their own options' defaults, in one process, into ``OUT/normalized`` and ``OUT/analysis``.
+``analyze`` with their own options' defaults (``--view`` passed on to analyze), in one process, into
+``OUT/normalized`` and ``OUT/analysis``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ from pipeline.cli_options import output_options
     "Folder for OUT/normalized (the Parquet tables) and OUT/analysis (one <view>.parquet per view).", Path("build")
 )
 @click.option("--force", is_flag=True, help="Re-normalize inputs already normalized from the same content.")
+@click.option(
+    "--view",
+    "only",
+    multiple=True,
+    help="Analyze only these views (repeatable), as `analyze --view`. Default: all but kernel_sm_load.",
+)
 @click.pass_context
-def run_command(ctx: click.Context, inputs: tuple[Path, ...], out: Path, force: bool, quiet: bool) -> None:
+def run_command(
+    ctx: click.Context, inputs: tuple[Path, ...], out: Path, force: bool, quiet: bool, only: tuple[str, ...]
+) -> None:
     """Normalize INPUTS and analyze them, in one process (what `normalize` then `analyze` do).
 
     A failed input stops the run with normalize's exit code, before anything is analyzed.
@@ -30,8 +39,9 @@ def run_command(ctx: click.Context, inputs: tuple[Path, ...], out: Path, force: 
     Examples:
       tracepipe run trace.json.gz --out build      # build/normalized, build/analysis
       tracepipe run sample_traces/ -q
+      tracepipe run trace.json.gz --view kernel_name_summary --view step_gpu_idle   # HTA's two breakdowns only
     """
     from pipeline import cli
 
     ctx.invoke(cli.normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet)
-    ctx.invoke(cli.analyze, normalized=out / "normalized", out=out / "analysis", quiet=quiet)
+    ctx.invoke(cli.analyze, normalized=out / "normalized", out=out / "analysis", quiet=quiet, only=only)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -43,6 +44,21 @@ def test_run_equals_normalize_then_analyze(tmp_path: Path) -> None:
     events = json.loads(gzip.decompress(TRACE.read_bytes()))["traceEvents"]
     kernels = sum(1 for e in events if e.get("cat") == "kernel" and e.get("ph") == "X")
     assert pq.read_table(tmp_path / "one" / "analysis" / "kernel_layers.parquet").num_rows == kernels == 8
+
+
+def test_run_writes_only_the_views_asked_for(tmp_path: Path) -> None:
+    r = tp("run", TRACE, "--out", tmp_path, "-q", "--view", "kernel_name_summary", "--view", "kernel_sm_load")
+    assert r.returncode == 0, r.stderr
+    written = sorted(p.name for p in (tmp_path / "analysis").glob("*.parquet"))
+    assert written == ["kernel_name_summary.parquet", "kernel_sm_load.parquet"]
+    assert (tmp_path / "normalized" / "kernels").is_dir()  # the normalized tables are whole
+    # Its GPU time equals the kernels' durations summed straight from the raw file.
+    events = json.loads(gzip.decompress(TRACE.read_bytes()), parse_float=Decimal)["traceEvents"]
+    total_ns = sum(int(e["dur"] * 1000) for e in events if e.get("cat") == "kernel" and e.get("ph") == "X")
+    summary = pq.read_table(tmp_path / "analysis" / "kernel_name_summary.parquet").to_pylist()
+    assert sum(row["total_ns"] for row in summary) == total_ns > 0
+    bad = tp("run", TRACE, "--out", tmp_path / "x", "-q", "--view", "no_such_view")
+    assert bad.returncode == 2 and "no_such_view" in bad.stderr
 
 
 def test_run_stops_at_a_bad_input(tmp_path: Path) -> None:
