@@ -8,6 +8,8 @@ Ours, end to end (normalize + every default view written as Parquet), imports in
 Interleaved (theirs, ours, ...) `--reps` times per trace; wall, CPU of the process tree and its peak RSS
 (benchmarks/_measure.py); ratios over the medians.  Our modules run from compiled bytecode, as an installed
 package does (a private PYTHONPYCACHEPREFIX, filled by an unmeasured run first), like HTA's installed venv.
+`--view-set NAME=V1,V2` (repeatable) also runs `tracepipe run --view V1 --view V2` in each rep: what ours costs
+when asked only some views, e.g. ``hta=kernel_name_summary,step_gpu_idle`` (the two breakdowns HTA computes).
 `--synthetic MB` adds a trace made by bench_chrome.generate, run by ours only (MB/s of JSON end to end).
 Run the whole script under `taskset -c 0,1` for a 2-core figure: both sides use the cores they are given.
 
@@ -53,11 +55,11 @@ def our_env(pycache: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}", "PYTHONPYCACHEPREFIX": str(pycache)}
 
 
-def ours_one(trace: Path, work: Path, env: dict[str, str]) -> Measurement:
+def ours_one(trace: Path, work: Path, env: dict[str, str], views: tuple[str, ...] = ()) -> Measurement:
     shutil.rmtree(work, ignore_errors=True)
     # cwd=ROOT: `python -m` puts the working folder first on sys.path, ahead of PYTHONPATH's ROOT
     argv = [sys.executable, "-m", "pipeline.cli", "run", str(trace.resolve()), "--out", str(work), "-q"]
-    return measure(argv, env=env, cwd=ROOT)
+    return measure([*argv, *(a for v in views for a in ("--view", v))], env=env, cwd=ROOT)
 
 
 def ours_two(trace: Path, work: Path, env: dict[str, str]) -> tuple[Measurement, Measurement]:
@@ -82,6 +84,7 @@ def compare(trace: Path, args: argparse.Namespace, tmp: Path, env: dict[str, str
     hta_dir.mkdir()
     shutil.copy(trace, hta_dir / trace.name)  # HTA reads every trace file of a folder
     t_runs, one_runs, two_runs = [], [], []
+    set_runs: dict[str, list[Measurement]] = {name: [] for name in args.view_sets}
     for rep in range(args.reps):
         t = theirs(args.hta_python, hta_dir)
         one = ours_one(trace, tmp / "ours1", env)
@@ -92,6 +95,10 @@ def compare(trace: Path, args: argparse.Namespace, tmp: Path, env: dict[str, str
         print(f"{trace.name} rep {rep}  HTA: {t.line()}", flush=True)
         print(f"{trace.name} rep {rep}  ours run: {one.line()}", flush=True)
         print(f"{trace.name} rep {rep}  ours normalize: {n.line()}; analyze: {a.line()}", flush=True)
+        for name, views in args.view_sets.items():
+            m = ours_one(trace, tmp / "ours_views", env, views)
+            set_runs[name].append(m)
+            print(f"{trace.name} rep {rep}  ours run --view {','.join(views)} ({name}): {m.line()}", flush=True)
     t_wall, t_cpu = median([m.wall_s for m in t_runs]), median([m.cpu_s for m in t_runs])
     o_wall, o_cpu = median([m.wall_s for m in one_runs]), median([m.cpu_s for m in one_runs])
     w_wall = median([n.wall_s + a.wall_s for n, a in two_runs])
@@ -106,6 +113,20 @@ def compare(trace: Path, args: argparse.Namespace, tmp: Path, env: dict[str, str
         f" {t_cpu / w_cpu:.2f}x)",
         flush=True,
     )
+    for name, runs in set_runs.items():
+        s_wall, s_cpu = median([m.wall_s for m in runs]), median([m.cpu_s for m in runs])
+        print(
+            f"{trace.name}: median ours run --view {','.join(args.view_sets[name])} ({name}) wall {s_wall:.2f} s"
+            f" CPU {s_cpu:.2f} s | ratio to HTA wall {t_wall / s_wall:.2f}x, CPU {t_cpu / s_cpu:.2f}x",
+            flush=True,
+        )
+
+
+def view_set(text: str) -> tuple[str, tuple[str, ...]]:
+    name, _, views = text.partition("=")
+    if not name or not views:
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=VIEW,VIEW")
+    return name, tuple(views.split(","))
 
 
 def synthetic(mb_target: float, args: argparse.Namespace, tmp: Path, env: dict[str, str]) -> None:
@@ -137,7 +158,9 @@ def main() -> None:
     ap.add_argument("--hta-python", required=True)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--synthetic", type=float, action="append", default=[], metavar="MB")
+    ap.add_argument("--view-set", type=view_set, action="append", default=[], metavar="NAME=VIEW,VIEW")
     args = ap.parse_args()
+    args.view_sets = dict(args.view_set)
     print(provenance())
     print(f"# cores allowed: {len(os.sched_getaffinity(0))}")
     versions = subprocess.run([args.hta_python, "-c", HTA_VERSIONS], capture_output=True, text=True, check=True)
