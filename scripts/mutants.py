@@ -396,6 +396,14 @@ MUTANTS: list[Mutant] = [
         "a quiet run never imports rich: the console is made on first use",
         ("tests/test_oneshot.py::test_a_quiet_run_never_imports_rich",),
     ),
+    Mutant(
+        "run_ignores_view",
+        "pipeline/oneshot.py",
+        'quiet=quiet, only=only)',
+        "quiet=quiet)",
+        "run --view writes only the views named, as analyze --view",
+        ("tests/test_oneshot.py::test_run_writes_only_the_views_asked_for",),
+    ),
 ]
 
 
