@@ -399,7 +399,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "run_ignores_view",
         "pipeline/oneshot.py",
-        'quiet=quiet, only=only)',
+        "quiet=quiet, only=only)",
         "quiet=quiet)",
         "run --view writes only the views named, as analyze --view",
         ("tests/test_oneshot.py::test_run_writes_only_the_views_asked_for",),
