@@ -15,7 +15,7 @@ import click
 
 from pipeline import __version__, console
 from pipeline.analyze.devices import DEVICE_PRESETS
-from pipeline.cli_options import output_options
+from pipeline.cli_options import DEVICE_HELP, csv_option, device_option, jobs_option, output_options, view_option
 from pipeline.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -131,14 +131,7 @@ def _has_sqlite_beside(rep: Path) -> bool:
     is_flag=True,
     help="Re-normalize inputs already normalized from the same content; replace a trace made from another file.",
 )
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="Normalize this many inputs at once in worker processes (0 = one per CPU core).",
-)
+@jobs_option
 @click.option(
     "--scheduler",
     metavar="tcp://HOST:PORT",
@@ -285,20 +278,9 @@ DEFAULT_ANALYSIS = Path("build/analysis")
     formats_help="Output formats (repeat for several).",
     json_help="Print {view: rows} as JSON.",
 )
-@click.option("--csv", "with_csv", is_flag=True, help="Also write <view>.csv (same as --format parquet --format csv).")
-@click.option(
-    "--view",
-    "only",
-    multiple=True,
-    help="Write only these views (repeatable). Default: all but kernel_sm_load (kernels x SMs rows).",
-)
-@click.option(
-    "--device",
-    type=click.Choice(sorted(DEVICE_PRESETS)),
-    default=None,
-    help="Project onto another GPU: occupancy, waves and the SM views use its limits (rtx3090: 82 SMs, sm_86) "
-    "instead of the traced device's; rows say projected_device. Kernel durations stay the traced ones.",
-)
+@csv_option
+@view_option
+@device_option(DEVICE_HELP)
 @click.option(
     "--incremental",
     is_flag=True,
@@ -392,12 +374,7 @@ SQL_FORMATS = ("table", "csv", "json", "markdown", "line", "parquet")
     "--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file (.csv, .json, .parquet)."
 )
 @click.option("--max-rows", default=40, show_default=True, help="Rows shown by the table format.")
-@click.option(
-    "--device",
-    type=click.Choice(sorted(DEVICE_PRESETS)),
-    default=None,
-    help="Views as a projection onto this GPU's limits (see tracepipe analyze --device).",
-)
+@device_option("Views as a projection onto this GPU's limits (see tracepipe analyze --device).")
 def sql(
     normalized: Path, query: str | None, fmt: str | None, output: Path | None, max_rows: int, device: str | None
 ) -> None:

@@ -57,3 +57,37 @@ def output_options(
         return command
 
     return apply
+
+
+# Options `run` shares with `normalize` (jobs) or `analyze` (the rest): one declaration each, so that the
+# one-process command cannot drift from the two it stands for.
+jobs_option = click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Normalize this many inputs at once in worker processes (0 = one per CPU core).",
+)
+csv_option = click.option(
+    "--csv", "with_csv", is_flag=True, help="Also write <view>.csv (same as --format parquet --format csv)."
+)
+view_option = click.option(
+    "--view",
+    "only",
+    multiple=True,
+    help="Write only these views (repeatable). Default: all but kernel_sm_load (kernels x SMs rows).",
+)
+
+
+def device_option(help_text: str) -> Callable[[F], F]:
+    """``--device`` into ``device``: one of the parts views can be projected onto (pipeline.analyze.devices)."""
+    from pipeline.analyze.devices import DEVICE_PRESETS
+
+    return click.option("--device", type=click.Choice(sorted(DEVICE_PRESETS)), default=None, help=help_text)
+
+
+DEVICE_HELP = (
+    "Project onto another GPU: occupancy, waves and the SM views use its limits (rtx3090: 82 SMs, sm_86) "
+    "instead of the traced device's; rows say projected_device. Kernel durations stay the traced ones."
+)

@@ -2,8 +2,8 @@
 
 The two stages as separate commands each pay an interpreter start and the imports of DuckDB, pyarrow and
 numpy (~0.3 CPU-s each): on a small trace that is most of the time.  This runs ``normalize`` and then
-``analyze`` with their own options' defaults (``--view`` passed on to analyze), in one process, into
-``OUT/normalized`` and ``OUT/analysis``.
+``analyze`` in one process, into ``OUT/normalized`` and ``OUT/analysis``, with their own options' defaults except
+those it passes on (``--force``, ``--jobs`` to normalize; ``--view``, ``--csv``, ``--device`` to analyze).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli_options import output_options
+from pipeline.cli_options import DEVICE_HELP, csv_option, device_option, jobs_option, output_options, view_option
 
 
 @click.command("run")
@@ -21,15 +21,21 @@ from pipeline.cli_options import output_options
     "Folder for OUT/normalized (the Parquet tables) and OUT/analysis (one <view>.parquet per view).", Path("build")
 )
 @click.option("--force", is_flag=True, help="Re-normalize inputs already normalized from the same content.")
-@click.option(
-    "--view",
-    "only",
-    multiple=True,
-    help="Analyze only these views (repeatable), as `analyze --view`. Default: all but kernel_sm_load.",
-)
+@jobs_option
+@view_option
+@csv_option
+@device_option(DEVICE_HELP)
 @click.pass_context
 def run_command(
-    ctx: click.Context, inputs: tuple[Path, ...], out: Path, force: bool, quiet: bool, only: tuple[str, ...]
+    ctx: click.Context,
+    inputs: tuple[Path, ...],
+    out: Path,
+    force: bool,
+    quiet: bool,
+    jobs: int,
+    only: tuple[str, ...],
+    with_csv: bool,
+    device: str | None,
 ) -> None:
     """Normalize INPUTS and analyze them, in one process (what `normalize` then `analyze` do).
 
@@ -40,8 +46,17 @@ def run_command(
       tracepipe run trace.json.gz --out build      # build/normalized, build/analysis
       tracepipe run sample_traces/ -q
       tracepipe run trace.json.gz --view kernel_name_summary --view step_gpu_idle   # HTA's two breakdowns only
+      tracepipe run job/ -j 8 --device rtx3090 --csv    # 8 ranks at once, projected onto an RTX 3090
     """
     from pipeline import cli
 
-    ctx.invoke(cli.normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet)
-    ctx.invoke(cli.analyze, normalized=out / "normalized", out=out / "analysis", quiet=quiet, only=only)
+    ctx.invoke(cli.normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet, jobs=jobs)
+    ctx.invoke(
+        cli.analyze,
+        normalized=out / "normalized",
+        out=out / "analysis",
+        quiet=quiet,
+        only=only,
+        with_csv=with_csv,
+        device=device,
+    )

@@ -61,6 +61,38 @@ def test_run_writes_only_the_views_asked_for(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "no_such_view" in bad.stderr
 
 
+def test_run_passes_jobs_to_normalize_and_csv_device_to_analyze(tmp_path: Path, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    import pipeline.normalize.batch as batch
+    from pipeline.cli import main
+
+    jobs_seen: list[int] = []
+    real = batch.normalize_many
+
+    def recording(*args: object, **kwargs: object) -> object:
+        jobs_seen.append(kwargs["jobs"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(batch, "normalize_many", recording)
+    other = SMALLCNN.parent / "h200_resnet18" / "torch_trace.json.gz"
+    argv = ["run", str(TRACE), str(other), "--out", str(tmp_path), "-q", "-j", "2", "--csv", "--device", "rtx3090"]
+    argv += ["--view", "device_limits"]
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code == 0, r.output
+    assert jobs_seen == [2]
+    limits = pq.read_table(tmp_path / "analysis" / "device_limits.parquet").to_pylist()
+    # Both traces, each projected onto the RTX 3090 of the seed request: 82 SMs of sm_86, 1536 threads and 16
+    # blocks per SM (NVIDIA's compute-capability table).
+    assert len(limits) == 2 and len({row["trace_id"] for row in limits}) == 2
+    for row in limits:
+        assert row["projected_device"] == "rtx3090"
+        assert (row["sm_count"], row["compute_capability"]) == (82, "8.6")
+        assert (row["max_threads_per_sm"], row["max_blocks_per_sm"]) == (1536, 16)
+    csv_lines = (tmp_path / "analysis" / "device_limits.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + len(limits)
+
+
 def test_run_stops_at_a_bad_input(tmp_path: Path) -> None:
     bad = tmp_path / "trace.json"
     bad.write_text('{"traceEvents": [')
