@@ -399,10 +399,34 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "run_ignores_view",
         "pipeline/oneshot.py",
-        "quiet=quiet, only=only)",
-        "quiet=quiet)",
+        "        only=only,\n",
+        "",
         "run --view writes only the views named, as analyze --view",
         ("tests/test_oneshot.py::test_run_writes_only_the_views_asked_for",),
+    ),
+    Mutant(
+        "run_ignores_jobs",
+        "pipeline/oneshot.py",
+        "force=force, quiet=quiet, jobs=jobs)",
+        "force=force, quiet=quiet)",
+        "run -j N normalizes N inputs at once, as normalize -j",
+        ("tests/test_oneshot.py::test_run_passes_jobs_to_normalize_and_csv_device_to_analyze",),
+    ),
+    Mutant(
+        "run_ignores_device",
+        "pipeline/oneshot.py",
+        "        device=device,\n",
+        "",
+        "run --device projects the views onto that GPU, as analyze --device",
+        ("tests/test_oneshot.py::test_run_passes_jobs_to_normalize_and_csv_device_to_analyze",),
+    ),
+    Mutant(
+        "run_ignores_csv",
+        "pipeline/oneshot.py",
+        "        with_csv=with_csv,\n",
+        "",
+        "run --csv also writes CSV, as analyze --csv",
+        ("tests/test_oneshot.py::test_run_passes_jobs_to_normalize_and_csv_device_to_analyze",),
     ),
 ]
 
@@ -451,10 +475,12 @@ def run(mutants: list[Mutant]) -> tuple[list[str], bool]:
                 lines.append(f"STALE     {m.name}: original snippet found {count} times in {m.file}")
                 ok = False
         if not ok:
+            print("\n".join(lines), flush=True)
             return lines, ok
         guards = tuple(sorted({t for m in mutants for t in m.tests}))
         passed, summary = pytest(tree, guards)
         if not passed:
+            print(f"BASELINE FAILS (unmutated tree): {summary}", flush=True)
             return [f"BASELINE FAILS (unmutated tree): {summary}"], False
         for m in mutants:
             path = tree / m.file
