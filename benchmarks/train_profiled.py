@@ -74,15 +74,15 @@ def training_step(model_name: str, batch: int, dev: str) -> Callable[[], None]:
     return step
 
 
-def sync() -> None:
-    if torch.cuda.is_available():
+def sync(dev: str) -> None:
+    if dev.startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def profiled(step: Callable[[], None], steps: int, args: argparse.Namespace, path: str) -> int:
     """Profile ``steps`` steps into the chrome trace ``path``; return its size in bytes."""
     with profile(
-        activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else []),
+        activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else []),
         record_shapes=args.shapes,
         profile_memory=args.memory,
         with_stack=args.stack,
@@ -90,7 +90,7 @@ def profiled(step: Callable[[], None], steps: int, args: argparse.Namespace, pat
         for _ in range(steps):
             step()
             prof.step()
-        sync()
+        sync(args.device)
     prof.export_chrome_trace(path)
     return os.path.getsize(path)
 
@@ -111,7 +111,7 @@ def main() -> None:
     step = training_step(args.model, args.batch, args.device)
     for _ in range(3):
         step()
-    sync()
+    sync(args.device)
     tmp = tempfile.mkdtemp(prefix="train-profiled-")
     raw = os.path.join(tmp, "trace.json")
     steps = args.steps

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
+from pipeline.analyze.devices import DEVICE_PRESETS
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 QUIET_HELP = "No progress bar, no summary; errors still go to stderr."
@@ -82,8 +84,6 @@ view_option = click.option(
 
 def device_option(help_text: str) -> Callable[[F], F]:
     """``--device`` into ``device``: one of the parts views can be projected onto (pipeline.analyze.devices)."""
-    from pipeline.analyze.devices import DEVICE_PRESETS
-
     return click.option("--device", type=click.Choice(sorted(DEVICE_PRESETS)), default=None, help=help_text)
 
 

@@ -480,8 +480,9 @@ def run(mutants: list[Mutant]) -> tuple[list[str], bool]:
         guards = tuple(sorted({t for m in mutants for t in m.tests}))
         passed, summary = pytest(tree, guards)
         if not passed:
-            print(f"BASELINE FAILS (unmutated tree): {summary}", flush=True)
-            return [f"BASELINE FAILS (unmutated tree): {summary}"], False
+            lines = [f"BASELINE FAILS (unmutated tree): {summary}"]
+            print(lines[0], flush=True)
+            return lines, False
         for m in mutants:
             path = tree / m.file
             original = path.read_text()
