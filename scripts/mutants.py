@@ -428,6 +428,42 @@ MUTANTS: list[Mutant] = [
         "run --csv also writes CSV, as analyze --csv",
         ("tests/test_oneshot.py::test_run_passes_jobs_to_normalize_and_csv_device_to_analyze",),
     ),
+    # --- session 37: PyTorch 1.8-1.10 traces ---------------------------------------------------------------
+    Mutant(
+        "pt19_profiler_step_stays_an_op",
+        "pipeline/normalize/chrome_map.py",
+        '    r"^ProfilerStep#\\d+$": "torch.profiler\'s step (schedule step N)",\n',
+        "",
+        "a ProfilerStep#N written as an Operator (PyTorch 1.8-1.10) is a range: a step and a layer path",
+        (
+            "tests/test_external_traces.py::test_pytorch_1_9_profiler_steps_are_steps",
+            "tests/test_external_traces.py::test_chrome_trace_numbers",
+        ),
+    ),
+    Mutant(
+        "pt18_compute_properties_sm_count",
+        "pipeline/normalize/chrome_map.py",
+        '"sm_count": ("numSms", "multiProcessorCount"),',
+        '"sm_count": ("numSms",),',
+        "PyTorch 1.8's computeProperties name the SM count multiProcessorCount",
+        ("tests/test_chrome_versions.py::test_pytorch_1_8_compute_properties_give_the_same_devices",),
+    ),
+    Mutant(
+        "accumulate_grad_not_backward",
+        "sql/launch_point_layers.sql",
+        "OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$') OR sequence_number IS NULL) AS is_backward",
+        "OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$')) AS is_backward",
+        "gradient accumulation (AccumulateGrad, no sequence number) is backward work",
+        ("tests/test_external_traces.py::test_chrome_trace_numbers",),
+    ),
+    Mutant(
+        "iteration_start_exact_name",
+        "pipeline/normalize/chrome_map.py",
+        '    "Iteration Start: ": ',
+        '    "Iteration Start: PyTorch Profiler": ',
+        "Kineto's iteration marker is known whatever the trace's name",
+        ("tests/test_chrome_versions.py::test_iteration_start_markers_of_any_trace_name_are_not_reported",),
+    ),
 ]
 
 

@@ -34,15 +34,21 @@
 --     forward op with the same sequence number: the latest one started before the backward op that is not
 --     itself inside a backward op (recomputation under activation checkpointing is), its layer being found by
 --     rule (1) at its start.  A range opened inside the backward op (a recomputed forward that our capture
---     annotates) wins over the link.  Recomputed forward work therefore counts as `backward`.
+--     annotates) wins over the link.  Recomputed forward work therefore counts as `backward`.  Gradient
+--     accumulation (`torch::autograd::AccumulateGrad`, evaluated by the engine without a sequence number) is a
+--     backward op linked to no forward op: `backward`, in the range open at the launch if any (PyTorch 1.9's
+--     resnet50 sample: 966 kernels that had no pass).
 -- (3) Optimizer: a launch inside an optimizer step (`optimizer` range of tracepipe capture, PyTorch's own
 --     `Optimizer.step#<Class>.step` range or op) is `optimizer`, on the outermost such range's path.
-WITH RECURSIVE seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates
+WITH RECURSIVE seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates.
+                              -- Gradient accumulation into .grad (AccumulateGrad) is a node of the engine
+                              -- with no sequence number: backward, linked to no forward op
     SELECT trace_id, op_id, pid, tid, start_ns, end_ns, sequence_number,
            (coalesce(fwd_thread_id, 0) > 0 OR name LIKE 'autograd::engine::evaluate_function:%'
-            OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$')) AS is_backward
+            OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$') OR sequence_number IS NULL) AS is_backward
     FROM ops
-    WHERE sequence_number IS NOT NULL AND sequence_number >= 0
+    WHERE (sequence_number IS NOT NULL AND sequence_number >= 0)
+       OR name IN ('torch::autograd::AccumulateGrad', 'autograd::engine::evaluate_function: torch::autograd::AccumulateGrad')
 ),
 bwd AS (   -- outermost backward ops (evaluate_function wraps XBackward0, and work after it, with one number)
     SELECT * EXCLUDE (prev_end)

@@ -135,3 +135,36 @@ def test_numeric_text_ids_beyond_int64_stay_text(tmp_path: Path) -> None:
     out, warnings = normalized(trace, tmp_path, "big")
     assert warnings == [f"thread/process ids given as text kept as stable numbers: '{big}' = {text_id(big)}"]
     assert q(out, "SELECT DISTINCT tid FROM ops") == [(text_id(big),)]
+
+
+#: PyTorch 1.8's Kineto wrote the device list as ``computeProperties`` with CUDA's cudaDeviceProp names (as in
+#: pytorch/kineto's tb_plugin/test/gpu_metrics_input.json, 4 V100s); the keys it renamed, modern -> then.
+COMPUTE_PROPERTIES = {
+    "computeMajor": "major",
+    "computeMinor": "minor",
+    "numSms": "multiProcessorCount",
+    "maxThreadsPerMultiprocessor": "maxThreadsPerMultiProcessor",
+}
+DEVICES = "SELECT * EXCLUDE (trace_id) FROM devices ORDER BY device_id"
+
+
+def test_pytorch_1_8_compute_properties_give_the_same_devices(modern: Path, tmp_path: Path) -> None:
+    trace = events()
+    devices = trace.pop("deviceProperties")
+    assert devices and all("numSms" in d for d in devices)
+    trace["computeProperties"] = [{COMPUTE_PROPERTIES.get(k, k): v for k, v in d.items()} for d in devices]
+    out, warnings = normalized(trace, tmp_path, "pt18")
+    assert warnings == []
+    assert q(out, DEVICES) == q(modern, DEVICES)
+    assert q(out, "SELECT sm_count, compute_major FROM devices") == [(d["numSms"], d["computeMajor"]) for d in devices]
+
+
+def test_iteration_start_markers_of_any_trace_name_are_not_reported(modern: Path, tmp_path: Path) -> None:
+    # Kineto names its marker after the trace ("Iteration Start: PyTorch Profiler" unless the trace is named).
+    trace = events()
+    base = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    marker = {"ph": "i", "s": "g", "pid": base["pid"], "tid": base["tid"], "ts": base["ts"]}
+    trace["traceEvents"] += [{**marker, "name": "Iteration Start: Test trace 1"}, {**marker, "name": "Iteration 2"}]
+    out, warnings = normalized(trace, tmp_path, "markers")
+    assert warnings == ["events of categories not modelled, ignored: (no category) Iteration 2 1"]
+    assert q(out, KERNELS) == q(modern, KERNELS)

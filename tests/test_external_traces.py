@@ -7,7 +7,8 @@ written out in plain Python: a kernel belongs to the innermost range open on its
 the moment of the launching call (the first call with the kernel's correlation id, in the same process).
 Exact duplicate events (the same JSON object twice) count once.  Kernels launched inside an autograd backward op
 (an op with a sequence number that is a backward node: `Fwd thread id` > 0, `...Backward0`, or an
-`autograd::engine::evaluate_function:` wrapping one) take their forward op's layer (tests/test_training.py checks
+`autograd::engine::evaluate_function:` wrapping one; or gradient accumulation, `torch::autograd::AccumulateGrad`,
+which has no sequence number) take their forward op's layer (tests/test_training.py checks
 that link): here they are counted apart, as `backward`.  emit_nvtx op ranges of nsys exports (`name, seq = N`,
 `name, op_id = M`, `aten::...`) are ops, not layers.
 
@@ -70,7 +71,15 @@ def innermost(ranges: list[tuple[int, int, str]], starts: list[int], t: int) -> 
     return None
 
 
+#: Ranges PyTorch itself opens (record_function), which PyTorch 1.8-1.10 wrote as `Operator` events: ranges,
+#: as today's `user_annotation` ones are, not ops.
+TORCH_RANGES = ("ProfilerStep#", "Optimizer.step#", "Optimizer.zero_grad#", "enumerate(DataLoader)#")
 BACKWARD_NODE = re.compile(r"Backward[0-9]*$")
+#: Gradient accumulation into .grad: a backward node of the autograd engine without a sequence number.
+ACCUMULATE_GRAD = (
+    "torch::autograd::AccumulateGrad",
+    "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+)
 OP_RANGE = re.compile(r", (seq|op_id) = \d+|^(aten|autograd|prim|c10d|profiler)::")
 
 
@@ -107,6 +116,8 @@ def chrome_expected(path: Path) -> dict:
         kind = next((k for k, cats in KINDS.items() if e.get("cat") in cats), None)
         if kind is None:
             continue
+        if kind == "cpu_op" and e["name"].startswith(TORCH_RANGES):
+            kind = "annotation"
         text = json.dumps(e, sort_keys=True, default=str)
         if text not in seen:  # an exact duplicate counts once
             seen.add(text)
@@ -125,10 +136,13 @@ def chrome_expected(path: Path) -> dict:
     backward = defaultdict(list)
     for o in by_kind["cpu_op"]:
         a = o.get("args", {})
-        if a.get("Sequence number") is not None and (
-            (a.get("Fwd thread id") or 0) > 0
-            or o["name"].startswith("autograd::engine::evaluate_function:")
-            or BACKWARD_NODE.search(o["name"])
+        if o["name"] in ACCUMULATE_GRAD or (
+            a.get("Sequence number") is not None
+            and (
+                (a.get("Fwd thread id") or 0) > 0
+                or o["name"].startswith("autograd::engine::evaluate_function:")
+                or BACKWARD_NODE.search(o["name"])
+            )
         ):
             backward[(thread(o["pid"]), thread(o["tid"]))].append((ns(o["ts"]), ns(o["ts"]) + ns(o["dur"])))
     kernels = by_kind["kernel"]
@@ -230,6 +244,32 @@ def test_nsys_export_numbers(name: str, tmp_path: Path) -> None:
     want = nsys_expected(EXTERNAL / name, tmp_path)
     assert want["kernels"] > 0
     assert normalized(EXTERNAL / name, tmp_path) == want
+
+
+def test_pytorch_1_9_profiler_steps_are_steps(tmp_path: Path) -> None:
+    # PyTorch 1.9 wrote `ProfilerStep#N` as an `Operator` event: each is a step of step_gpu_idle, and a step's
+    # kernels are those whose launching call (first Runtime call of the correlation id) starts inside it, on
+    # any thread of its process.
+    path = EXTERNAL / "kineto_pt19_resnet50_worker0.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)["traceEvents"]
+    steps = sorted(
+        (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), thread(e["pid"]), e["name"])
+        for e in events
+        if e.get("cat") == "Operator" and re.fullmatch(r"ProfilerStep#\d+", e["name"])
+    )
+    launches: dict = {}
+    for c in sorted((e for e in events if e.get("cat") == "Runtime"), key=lambda e: ns(e["ts"])):
+        launches.setdefault(c["args"].get("correlation"), (thread(c["pid"]), ns(c["ts"])))
+    kernels = [launches.get(e["args"]["correlation"]) for e in events if e.get("cat") == "Kernel"]
+    want = [
+        (i, name, sum(1 for k in kernels if k is not None and k[0] == pid and start <= k[1] <= end))
+        for i, (start, end, pid, name) in enumerate(steps, 1)
+    ]
+    assert len(want) == 6 and sum(n for *_, n in want) == len(kernels)
+    out = tmp_path / "out"
+    normalize_file(path, out)
+    got = connect(out).sql("SELECT step, step_name, kernels FROM step_gpu_idle ORDER BY step").fetchall()
+    assert got == want
 
 
 def test_every_file_is_tested() -> None:

@@ -26,9 +26,12 @@ from pipeline.errors import BadInputError
 from pipeline.lean import duckdb_connect
 from pipeline.normalize.checks import count_in
 from pipeline.normalize.chrome_decode import Collected, decode, versions
-from pipeline.normalize.chrome_map import MEMCPY_KINDS
+from pipeline.normalize.chrome_map import DEVICE_FIELDS, DEVICE_KEYS, MEMCPY_KINDS, RANGES_WRITTEN_AS_OPS
 from pipeline.normalize.nesting import call_stacks, with_nesting
 from pipeline.store import TraceWriter
+
+#: One pattern for every name of ``RANGES_WRITTEN_AS_OPS``.
+_RANGE_NAMES = "|".join(f"(?:{pattern})" for pattern in RANGES_WRITTEN_AS_OPS)
 
 # --- kernel short names ------------------------------------------------------------------------------
 
@@ -195,33 +198,34 @@ def _ranges(user: pa.Table | None, gpu: pa.Table | None) -> pa.Table | None:
     return with_nesting(ranges)
 
 
+def _device_row(d: msgspec.Struct) -> dict[str, object]:
+    """One ``devices`` row: each column from the first of its keys (``DEVICE_FIELDS``) the object has."""
+    row = {
+        column: next((v for v in (getattr(d, key) for key in keys) if v is not None), None)
+        for column, keys in DEVICE_FIELDS.items()
+    }
+    threads, warp = row["max_threads_per_sm"], row["warp_size"]
+    row["max_warps_per_sm"] = threads // warp if threads is not None and warp else None
+    # max_blocks_per_sm: the trace does not record it; left null rather than guessed.
+    return row
+
+
 def _devices(trace: msgspec.Struct) -> pa.Table | None:
-    if not trace.deviceProperties:
-        return None
-    rows = []
-    for d in trace.deviceProperties:
-        threads, warp = d.maxThreadsPerMultiprocessor, d.warpSize
-        rows.append(
-            {
-                "device_id": d.id,
-                "name": d.name,
-                "compute_major": d.computeMajor,
-                "compute_minor": d.computeMinor,
-                "sm_count": d.numSms,
-                "warp_size": warp,
-                "max_threads_per_sm": threads,
-                "max_warps_per_sm": threads // warp if threads is not None and warp else None,
-                # max_blocks_per_sm: the trace does not record it; left null rather than guessed.
-                "max_registers_per_sm": d.regsPerMultiprocessor,
-                "max_registers_per_block": d.regsPerBlock,
-                "max_shared_mem_per_sm_bytes": d.sharedMemPerMultiprocessor,
-                "max_shared_mem_per_block_bytes": d.sharedMemPerBlock,
-                "max_shared_mem_per_block_optin_bytes": d.sharedMemPerBlockOptin,
-                "max_threads_per_block": d.maxThreadsPerBlock,
-                "total_memory_bytes": d.totalGlobalMem,
-            }
-        )
-    return pa.Table.from_pylist(rows)
+    found = next((devices for devices in (getattr(trace, key) for key in DEVICE_KEYS) if devices), None)
+    return None if found is None else pa.Table.from_pylist([_device_row(d) for d in found])
+
+
+def _labels_as_ranges(ops: pa.Table | None, user: pa.Table | None) -> tuple[pa.Table | None, pa.Table | None]:
+    """``ops`` without the ranges PyTorch 1.8-1.10 wrote as ops (``RANGES_WRITTEN_AS_OPS``), and ``user`` (the
+    ``user_annotation`` ranges) with them."""
+    if ops is None:
+        return ops, user
+    is_range = pc.match_substring_regex(ops["name"], _RANGE_NAMES)
+    if not pc.any(is_range).as_py():
+        return ops, user
+    moved = ops.filter(is_range).select(["name", "pid", "tid", "start_ns", "duration_ns", "end_ns"])
+    rest = ops.filter(pc.invert(is_range))
+    return rest if rest.num_rows else None, moved if user is None else pa.concat_tables([user, moved])
 
 
 def _meta(trace: msgspec.Struct) -> dict[str, object]:
@@ -326,6 +330,7 @@ def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
         raise BadInputError(path, "traceEvents is empty: the profiler recorded no events")
 
     tables = {group: got.table(group) for group in got.parts}
+    tables["cpu_op"], tables["user_annotation"] = _labels_as_ranges(tables["cpu_op"], tables["user_annotation"])
     if all(tables[g] is None for g in ("kernel", "cpu_op", "cuda_runtime", "cuda_driver", "user_annotation")):
         raise BadInputError(
             path,

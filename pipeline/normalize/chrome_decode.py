@@ -58,6 +58,8 @@ from pipeline.normalize import forked
 from pipeline.normalize.chrome_map import (
     CATEGORIES,
     COLUMNS,
+    DEVICE_FIELDS,
+    DEVICE_KEYS,
     GROUPS,
     KNOWN_UNCATEGORIZED,
     KNOWN_UNUSED,
@@ -71,6 +73,8 @@ from pipeline.normalize.source import is_gzip, read_all
 EXACT_FLOAT_LIMIT_US = float(2**43)
 
 _F = msgspec.field
+#: The name starts of events that may come without a category (``str.startswith`` takes a tuple).
+_UNCATEGORIZED = tuple(KNOWN_UNCATEGORIZED)
 #: ``default=`` for Raw fields (a shared constant: a default_factory would be a Python call per event).
 _NO_RAW = msgspec.Raw()
 
@@ -190,21 +194,16 @@ _GET = {
 _I64 = pa.int64()
 
 
-class _Device(msgspec.Struct, gc=False):
-    id: _I64Json | None = None
-    name: str | None = None
-    totalGlobalMem: _I64Json | None = None
-    computeMajor: _I64Json | None = None
-    computeMinor: _I64Json | None = None
-    maxThreadsPerBlock: _I64Json | None = None
-    maxThreadsPerMultiprocessor: _I64Json | None = None
-    regsPerBlock: _I64Json | None = None
-    regsPerMultiprocessor: _I64Json | None = None
-    warpSize: _I64Json | None = None
-    sharedMemPerBlock: _I64Json | None = None
-    sharedMemPerBlockOptin: _I64Json | None = None
-    sharedMemPerMultiprocessor: _I64Json | None = None
-    numSms: _I64Json | None = None
+#: A device object: every key ``chrome_map.DEVICE_FIELDS`` names, each optional (the name a string, the rest ints).
+_Device = msgspec.defstruct(
+    "_Device",
+    [
+        (key, (str if column == "name" else _I64Json) | None, None)
+        for column, keys in DEVICE_FIELDS.items()
+        for key in keys
+    ],
+    gc=False,
+)
 
 
 class _Distributed(msgspec.Struct, gc=False):
@@ -219,7 +218,7 @@ def _trace_struct() -> type[msgspec.Struct]:
         [
             ("traceEvents", list[msgspec.Raw] | None, None),
             ("schemaVersion", _I64Json | str | None, None),
-            ("deviceProperties", list[_Device] | None, None),
+            *[(key, list[_Device] | None, None) for key in DEVICE_KEYS],
             ("distributedInfo", _Distributed | None, None),
             ("baseTimeNanoseconds", _I64Json | None, None),
             *versions,
@@ -429,7 +428,7 @@ class Piece:
             e = events[i]
             if e.cat is not None:
                 self.unmodelled[e.cat] += 1
-            elif e.ph != "M" and e.name not in KNOWN_UNCATEGORIZED:  # metadata has no category by design
+            elif e.ph != "M" and not (e.name or "").startswith(_UNCATEGORIZED):  # metadata has none by design
                 self.unmodelled[f"(no category) {e.name}"] += 1
         return np.where(complete, codes, np.int8(-2))
 

@@ -52,12 +52,46 @@ KNOWN_UNUSED: dict[str, str] = {
     "tracepipe_counter": "per-layer counters of `tracepipe export perfetto`, derived from the GPU ops",
 }
 
-#: Events without a ``cat`` (other than metadata, ``ph: "M"``) that Kineto writes, by name: not counted
-#: either.  Any other event without a category is counted under its name.
+#: Events without a ``cat`` (other than metadata, ``ph: "M"``) that Kineto writes, by the start of their name:
+#: not counted either.  Any other event without a category is counted under its name.
 KNOWN_UNCATEGORIZED: dict[str, str] = {
-    "Iteration Start: PyTorch Profiler": "the profiler's own marker",
+    "Iteration Start: ": "the profiler's own marker, its trace name after the colon ('PyTorch Profiler' unless set)",
     "Record Window End": "the profiler's own marker",
     "[memory]": "memory allocation instants of PyTorch 1.8-1.10 (profile_memory)",
+}
+
+#: Ranges PyTorch itself opens with ``record_function``, by name (a regular expression): PyTorch 1.8-1.10
+#: wrote them as ``Operator`` events, today's profiler as ``user_annotation``.  Such ``cpu_op`` events are
+#: ranges, not ops (steps, the optimizer's pass and layer paths then read the same in every generation).
+#: A user's own ``record_function`` label in those versions is an ``Operator`` too, but nothing in the
+#: event tells it from an op: it stays an op.
+RANGES_WRITTEN_AS_OPS: dict[str, str] = {
+    r"^ProfilerStep#\d+$": "torch.profiler's step (schedule step N)",
+    r"^Optimizer\.(step|zero_grad)#.+$": "torch.optim's step and zero_grad (Optimizer.step#SGD.step)",
+    r"^enumerate\(DataLoader\)#.+$": "a DataLoader iterator's __next__",
+}
+
+#: Top-level keys holding the device list: ``deviceProperties`` since 2021, ``computeProperties`` in the
+#: Kineto of PyTorch 1.8 (the first one found wins).
+DEVICE_KEYS: tuple[str, ...] = ("deviceProperties", "computeProperties")
+
+#: ``devices`` column -> the keys of a device object that hold it, first found wins (``computeProperties``
+#: used CUDA's cudaDeviceProp names: ``major``, ``multiProcessorCount``, ``maxThreadsPerMultiProcessor``).
+DEVICE_FIELDS: dict[str, tuple[str, ...]] = {
+    "device_id": ("id",),
+    "name": ("name",),
+    "compute_major": ("computeMajor", "major"),
+    "compute_minor": ("computeMinor", "minor"),
+    "sm_count": ("numSms", "multiProcessorCount"),
+    "warp_size": ("warpSize",),
+    "max_threads_per_sm": ("maxThreadsPerMultiprocessor", "maxThreadsPerMultiProcessor"),
+    "max_registers_per_sm": ("regsPerMultiprocessor",),
+    "max_registers_per_block": ("regsPerBlock",),
+    "max_shared_mem_per_sm_bytes": ("sharedMemPerMultiprocessor",),
+    "max_shared_mem_per_block_bytes": ("sharedMemPerBlock",),
+    "max_shared_mem_per_block_optin_bytes": ("sharedMemPerBlockOptin",),
+    "max_threads_per_block": ("maxThreadsPerBlock",),
+    "total_memory_bytes": ("totalGlobalMem",),
 }
 
 ArgKind = Literal["int", "float", "json", "xyz"]
