@@ -231,7 +231,7 @@ def normalize(
                     }
                 )
             )
-    if not quiet and not as_json:
+    if not quiet and not as_json and (results or skipped):  # nothing normalized: the error lines say it all
         # parallel runs finish in any order; the summary shows input order
         _print_normalize_summary([r for _, r in sorted(results, key=lambda ir: ir[0])], out, skipped)
     failed = [e.path for e in bad] + died + broken

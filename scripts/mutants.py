@@ -457,6 +457,22 @@ MUTANTS: list[Mutant] = [
         ("tests/test_external_traces.py::test_chrome_trace_numbers",),
     ),
     Mutant(
+        "legacy_profiler_not_named",
+        "pipeline/normalize/chrome.py",
+        "writer_of = next((OTHER_WRITERS[c] for c in got.unmodelled if c in OTHER_WRITERS), None)",
+        "writer_of = None",
+        "a legacy autograd-profiler export is named as such, with the fix, not just 'no profiler activity'",
+        ("tests/test_bad_inputs.py",),
+    ),
+    Mutant(
+        "empty_normalize_summary",
+        "pipeline/cli.py",
+        "if not quiet and not as_json and (results or skipped):",
+        "if not quiet and not as_json:",
+        "when no input normalized, stdout has no empty summary table (the error lines say it all)",
+        ("tests/test_bad_inputs.py::test_cli_prints_no_summary_when_nothing_was_normalized",),
+    ),
+    Mutant(
         "iteration_start_exact_name",
         "pipeline/normalize/chrome_map.py",
         '    "Iteration Start: ": ',

@@ -42,6 +42,23 @@ def test_usable_input_gives_a_counted_warning(case: Case, tmp_path: Path) -> Non
     assert any(case.warning in w for w in json.loads(meta["warnings"]))
 
 
+def test_cli_prints_no_summary_when_nothing_was_normalized(tmp_path: Path) -> None:
+    # One bad file and nothing else: its error line, and no empty "normalized into" table on stdout.
+    case = next(c for c in ERRORS if c.name == "chrome_legacy_autograd_profiler.json")
+    path = build(case, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "normalize", str(path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert (r.returncode, r.stdout) == (2, "")
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"error: {path}: ") and line.endswith("profile with torch.profiler (PyTorch >= 1.8) instead")
+
+
 def test_cli_prints_one_line_per_bad_file_and_exits_2(tmp_path: Path) -> None:
     for case in ERRORS:
         build(case, tmp_path)

@@ -26,7 +26,14 @@ from pipeline.errors import BadInputError
 from pipeline.lean import duckdb_connect
 from pipeline.normalize.checks import count_in
 from pipeline.normalize.chrome_decode import Collected, decode, versions
-from pipeline.normalize.chrome_map import DEVICE_FIELDS, DEVICE_KEYS, MEMCPY_KINDS, RANGES_WRITTEN_AS_OPS
+from pipeline.normalize.chrome_map import (
+    DEVICE_FIELDS,
+    DEVICE_KEYS,
+    MEMCPY_KINDS,
+    OTHER_WRITERS,
+    RANGES_WRITTEN_AS_OPS,
+    RECORD_WITH_KINETO,
+)
 from pipeline.normalize.nesting import call_stacks, with_nesting
 from pipeline.store import TraceWriter
 
@@ -332,11 +339,13 @@ def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
     tables = {group: got.table(group) for group in got.parts}
     tables["cpu_op"], tables["user_annotation"] = _labels_as_ranges(tables["cpu_op"], tables["user_annotation"])
     if all(tables[g] is None for g in ("kernel", "cpu_op", "cuda_runtime", "cuda_driver", "user_annotation")):
+        writer_of = next((OTHER_WRITERS[c] for c in got.unmodelled if c in OTHER_WRITERS), None)
         raise BadInputError(
             path,
             f"no profiler activity in traceEvents ({got.events} events, none a kernel, cpu_op or CUDA API call"
             + (f"; categories: {_counts(got.unmodelled)}" if got.unmodelled else "")
-            + ")",
+            + "): "
+            + (f"written by {writer_of}" if writer_of else RECORD_WITH_KINETO),
         )
     warnings = _decode_warnings(got)
     # One database for every query of this trace (a database costs ~20 ms of CPU to open and close), one

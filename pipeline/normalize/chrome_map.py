@@ -60,6 +60,16 @@ KNOWN_UNCATEGORIZED: dict[str, str] = {
     "[memory]": "memory allocation instants of PyTorch 1.8-1.10 (profile_memory)",
 }
 
+#: Categories only another writer's chrome traces have -> what wrote the file and what to do instead: the error
+#: for a file with nothing this reader models says it.
+OTHER_WRITERS: dict[str, str] = {
+    "cpu_to_cuda": "the legacy autograd profiler's export (PyTorch <= 1.7: 'CPU functions' / 'CUDA functions' "
+    "rows linked by flow arrows, without correlation ids or launch shapes); profile with torch.profiler "
+    "(PyTorch >= 1.8) instead",
+}
+#: The fix said when no category points at another writer.
+RECORD_WITH_KINETO = "record with torch.profiler.profile(activities=[CPU, CUDA]) and export_chrome_trace"
+
 #: Ranges PyTorch itself opens with ``record_function``, by name (a regular expression): PyTorch 1.8-1.10
 #: wrote them as ``Operator`` events, today's profiler as ``user_annotation``.  Such ``cpu_op`` events are
 #: ranges, not ops (steps, the optimizer's pass and layer paths then read the same in every generation).

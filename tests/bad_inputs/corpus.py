@@ -167,6 +167,24 @@ CHROME_CASES = [
     Case("chrome_not_a_trace.json", _bytes(b'{"schemaVersion": 1, "events": []}'), error="no traceEvents array"),
     Case("chrome_events_not_a_list.json", _bytes(b'{"traceEvents": 5}'), error="got `int`"),
     Case("chrome_empty.json", _bytes(b""), error="file is empty"),
+    # PyTorch <= 1.7's autograd profiler (export_chrome_trace before Kineto): a bare list, no categories but its
+    # flow arrows', the GPU rows under the pid "CUDA functions" (torch/autograd/profiler.py of PyTorch 1.7).
+    Case(
+        "chrome_legacy_autograd_profiler.json",
+        _bytes(
+            b'[{"name": "aten::conv2d", "ph": "X", "ts": 10.5, "dur": 30.2, "tid": 1, "pid": "CPU functions", '
+            b'"args": {}}, {"name": "aten::conv2d", "ph": "s", "ts": 10.5, "tid": 1, "pid": "CPU functions", '
+            b'"id": 0, "cat": "cpu_to_cuda", "args": {}}, {"name": "aten::conv2d", "ph": "f", "ts": 50.0, "tid": 0, '
+            b'"pid": "CUDA functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}, {"name": "aten::conv2d", '
+            b'"ph": "X", "ts": 50.0, "dur": 12.0, "tid": 0, "pid": "CUDA functions", "args": {}}]'
+        ),
+        error="written by the legacy autograd profiler's export",
+    ),
+    Case(
+        "chrome_only_metadata.json",
+        _bytes(b'{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]}'),
+        error="no profiler activity in traceEvents (1 events, none a kernel, cpu_op or CUDA API call): record with",
+    ),
     Case("chrome_is_csv.json", _bytes(b'"ID","Process ID"\n"0","1"\n'), error="content looks like an ncu CSV"),
     Case("chrome_nan.json", _chrome(lambda s: s.replace('"dur": 7.136', '"dur": NaN', 1)), error="malformed"),
     Case(
