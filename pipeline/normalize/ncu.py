@@ -61,6 +61,8 @@ NVTX_START_END = "Id:Domain:Start/Stop_Range"
 LAUNCH_COLUMNS = tuple(cell for cells in LAUNCH_ALIASES.values() for cell in cells)
 #: Kernel Name of a range-replay result (one row set per NVTX / profiler range instead of per kernel).
 RANGE_NAME = "range"
+#: An ncu error line is quoted up to this many characters (ERR_NVGPUCTRPERM's, URL included, is 245).
+ERROR_CHARS = 400
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 RULE_COLUMNS = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
 
@@ -133,7 +135,9 @@ def _split(path: Path, data: bytes) -> tuple[bytes, list[str]]:
             )
         errors = [line for line in text_lines if line.startswith("==ERROR==")]
         if errors:
-            raise BadInputError(path, f"ncu reported an error and wrote no table: {errors[0][:200]}")
+            # ncu's line names its fix (ERR_NVGPUCTRPERM ends in the URL to follow): kept whole up to a bound
+            first = errors[0] if len(errors[0]) <= ERROR_CHARS else errors[0][: ERROR_CHARS - 1] + "…"
+            raise BadInputError(path, f"ncu reported an error and wrote no table: {first}")
         if not csv_bytes:
             raise BadInputError(path, "no Nsight Compute CSV table in the file (only ncu log lines)")
         page = other_page(csv_bytes)

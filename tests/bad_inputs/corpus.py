@@ -226,6 +226,17 @@ NCU_CASES = [
     ),
     Case("ncu_other_tool.csv", _bytes(b"name,value\nfoo,1\n"), error="content is none of the known formats"),
     Case("ncu_empty.csv", _bytes(b""), error="file is empty"),
+    # A live run without counter permission (as a public log has it): ncu's whole line, its URL included.
+    Case(
+        "ncu_no_counter_permission.csv",
+        _bytes(
+            b"==PROF== Connected to process 117320 (/usr/bin/python3.12)\n==ERROR== ERR_NVGPUCTRPERM - The user does"
+            b" not have permission to access NVIDIA GPU Performance Counters on the target device 0. For instructions"
+            b" on enabling permissions and to get more information see https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+            b"\nncu target script complete.\n==PROF== Disconnected from process 117320\n"
+        ),
+        error="to get more information see https://developer.nvidia.com/ERR_NVGPUCTRPERM",
+    ),
     # Profiler chatter and program output between the rows: skipped and counted, the rows all kept.
     Case(
         "ncu_chatter_between_rows.csv",
