@@ -473,6 +473,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_bad_inputs.py::test_cli_prints_no_summary_when_nothing_was_normalized",),
     ),
     Mutant(
+        "ncu_2020_sm_throughput_name",
+        "pipeline/analyze/ncu_names.py",
+        '("sm__throughput.avg.pct_of_peak_sustained_elapsed", "GPU Speed Of Light", "SM [%]", "2019.5-2020.x"),',
+        "",
+        "ncu 2019.5-2020.x details pages name SM throughput 'SM [%]' in 'GPU Speed Of Light'",
+        ("tests/test_ncu_versions.py::test_2020_details_layout",),
+    ),
+    Mutant(
         "iteration_start_exact_name",
         "pipeline/normalize/chrome_map.py",
         '    "Iteration Start: ": ',

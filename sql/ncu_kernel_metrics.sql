@@ -1,7 +1,9 @@
 -- ncu_kernel_metrics: one wide row per Nsight Compute launch with the metrics analysis uses most.
--- Inputs:  ncu_metrics (long, base units), ncu_kernels
--- Raw-page metric names are used where the trace has them (section IS NULL); a details-page trace falls back
--- to the section's display names where one exists.
+-- Inputs:  ncu_metrics (long, base units), ncu_kernels, ncu_display_names (pipeline/analyze/ncu_names.py)
+-- Each value is read under its raw-page metric name: a details-page row's (section, display name) is mapped
+-- to it through ncu_display_names, whose rows name what each ncu version wrote (2019.5-2020.x "GPU Speed Of
+-- Light" / "SM [%]", later "GPU Speed Of Light Throughput" / "Compute (SM) [%]" or "Compute (SM) Throughput").
+-- Where a launch has both, the raw-page value wins.
 -- Columns (units): trace_id, launch_id, name;
 --   duration_ns (gpu__time_duration.sum), sm_throughput_pct (sm__throughput.avg.pct_of_peak_sustained_elapsed),
 --   achieved_occupancy_pct (sm__warps_active.avg.pct_of_peak_sustained_active),
@@ -23,32 +25,27 @@
 --   ctas_min/max/avg (sm__ctas_launched, blocks), cycles_min/max/avg (sm__cycles_active, cycles),
 --   inst_min/max/avg (sm__inst_executed, warp instructions); null where not collected (ctas and inst need
 --   `capture ncu --sm-counters`; ncu's WorkloadDistribution section gives the cycles).
-WITH m AS (
-    SELECT trace_id, launch_id, metric, section, value FROM ncu_metrics WHERE value IS NOT NULL AND rule IS NULL
+WITH named AS (
+    SELECT n.trace_id, n.launch_id, coalesce(d.metric, n.metric) AS metric, n.value, d.metric IS NOT NULL AS shown
+    FROM ncu_metrics n
+    LEFT JOIN ncu_display_names d ON d.section = n.section AND d.display = n.metric
+    WHERE n.value IS NOT NULL AND n.rule IS NULL
+), m AS (   -- one value per launch and raw metric: the raw page's where both pages gave one
+    SELECT trace_id, launch_id, metric, coalesce(max(value) FILTER (WHERE NOT shown), max(value)) AS value
+    FROM named GROUP BY trace_id, launch_id, metric
 ), wide AS (
     SELECT trace_id, launch_id,
-        coalesce(max(value) FILTER (WHERE metric = 'gpu__time_duration.sum'),
-                 max(value) FILTER (WHERE section = 'GPU Speed Of Light Throughput' AND metric = 'Duration')) AS duration_ns,
-        coalesce(max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed'),
-                 max(value) FILTER (WHERE section = 'GPU Speed Of Light Throughput' AND metric = 'Compute (SM) Throughput')) AS sm_throughput_pct,
-        coalesce(max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active'),
-                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Achieved Occupancy')) AS achieved_occupancy_pct,
-        coalesce(max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct'),
-                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Theoretical Occupancy')) AS theoretical_occupancy_pct,
-        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks'),
-                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit SM')) AS limit_blocks,
-        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers'),
-                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Registers')) AS limit_registers,
-        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem'),
-                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Shared Mem')) AS limit_shared_mem,
-        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps'),
-                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Warps')) AS limit_warps,
-        coalesce(max(value) FILTER (WHERE metric = 'launch__occupancy_limit_barriers'),
-                 max(value) FILTER (WHERE section = 'Occupancy' AND metric = 'Block Limit Barriers')) AS limit_barriers,
-        coalesce(max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor'),
-                 max(value) FILTER (WHERE section = 'Launch Statistics' AND metric = 'Waves Per SM')) AS waves_per_sm,
-        coalesce(max(value) FILTER (WHERE metric = 'launch__registers_per_thread'),
-                 max(value) FILTER (WHERE section = 'Launch Statistics' AND metric = 'Registers Per Thread')) AS registers_per_thread,
+        max(value) FILTER (WHERE metric = 'gpu__time_duration.sum') AS duration_ns,
+        max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') AS sm_throughput_pct,
+        max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') AS achieved_occupancy_pct,
+        max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct') AS theoretical_occupancy_pct,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks') AS limit_blocks,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers') AS limit_registers,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem') AS limit_shared_mem,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps') AS limit_warps,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_barriers') AS limit_barriers,
+        max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor') AS waves_per_sm,
+        max(value) FILTER (WHERE metric = 'launch__registers_per_thread') AS registers_per_thread,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum') AS ffma_inst,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum') AS fadd_inst,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum') AS fmul_inst,

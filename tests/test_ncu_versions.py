@@ -30,6 +30,7 @@ OLD_METRICS = [
     ("GPU Speed Of Light", "Duration", "nsecond", "8,992", "usecond", "8.99"),
     ("GPU Speed Of Light", "SM Frequency", "cycle/second", "1,138,271,055.75", "cycle/nsecond", "1.14"),
     ("GPU Speed Of Light", "SOL FB", "%", "46.47", "%", "46.47"),
+    ("GPU Speed Of Light", "SM [%]", "%", "18.70", "%", "18.70"),
     ("Launch Statistics", "Block Size", "", "192", "", "192"),
     ("Launch Statistics", "Grid Size", "", "506", "", "506"),
     ("Launch Statistics", "Registers Per Thread", "register/thread", "20", "register/thread", "20"),
@@ -93,6 +94,12 @@ def test_2020_details_layout(tmp_path: Path, units: str, nvtx: bool) -> None:
     assert "Kernel Time" not in {m for (m,) in con.sql("SELECT DISTINCT metric FROM ncu_metrics").fetchall()}
     w = meta_warnings(tmp_path / "out")
     assert any("no Grid Size, Block Size, Device, CC columns" in x for x in w), w
+    # That era's display names ("GPU Speed Of Light" / "Duration", "SM [%]") are read as the raw metrics.
+    wide = con.sql(
+        "SELECT launch_id, duration_ns, sm_throughput_pct, theoretical_occupancy_pct, registers_per_thread "
+        "FROM ncu_kernel_metrics ORDER BY launch_id"
+    ).fetchall()
+    assert wide == [(i, 8992 if base else 8990, 18.70, 93.75, 20) for i in (0, 1)]
 
 
 def test_2020_raw_layout_kernel_time_is_not_a_metric(tmp_path: Path) -> None:
