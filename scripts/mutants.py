@@ -481,6 +481,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_ncu_versions.py::test_2020_details_layout",),
     ),
     Mutant(
+        "json_lines_not_named",
+        "pipeline/normalize/chrome_decode.py",
+        'if "trailing characters" in str(e) and _is_json_lines(data):',
+        "if False:",
+        "a JSON Lines file (nsys's JSON export) is named as such, with the SQLite export as the fix",
+        ("tests/test_bad_inputs.py",),
+    ),
+    Mutant(
         "iteration_start_exact_name",
         "pipeline/normalize/chrome_map.py",
         '    "Iteration Start: ": ',

@@ -577,6 +577,23 @@ class Collected:
 # --- reading -----------------------------------------------------------------------------------------
 
 
+#: A file of one JSON value per line is no chrome trace; Nsight Systems' JSON export is one.
+JSON_LINES = (
+    "one JSON object per line (JSON Lines), not a chrome trace: an `nsys export --type json` file? Nsight Systems "
+    "is read from its SQLite export: nsys export --type sqlite REPORT.nsys-rep (or pass the .nsys-rep itself)"
+)
+
+
+def _is_json_lines(data: bytes | mmap.mmap) -> bool:
+    """Whether the first line of ``data`` is a whole JSON value on its own (the rest then trails it)."""
+    first = data[: data.find(b"\n")] if data.find(b"\n") > 0 else b""
+    try:
+        msgspec.json.decode(first)
+    except msgspec.MsgspecError:
+        return False
+    return True
+
+
 def _decode_error(path: Path, e: msgspec.MsgspecError) -> BadInputError:
     msg = str(e)
     if "truncated" in msg.lower():
@@ -679,6 +696,8 @@ def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
             return Trace(traceEvents=msgspec.json.decode(data, type=list[msgspec.Raw]))
         trace = msgspec.json.decode(data, type=Trace)
     except msgspec.MsgspecError as e:
+        if "trailing characters" in str(e) and _is_json_lines(data):
+            raise BadInputError(path, JSON_LINES) from None
         raise _decode_error(path, e) from e
     if trace.traceEvents is None:
         raise BadInputError(path, "JSON is not a chrome trace: the top-level object has no traceEvents array")

@@ -180,6 +180,15 @@ CHROME_CASES = [
         ),
         error="written by the legacy autograd profiler's export",
     ),
+    # Nsight Systems' JSON export (`nsys export --type json`): one object per line, as its documentation shows.
+    Case(
+        "chrome_nsys_json_export.json",
+        _bytes(
+            b'{"type":"String","id":"3720","value":"Process 14944 was launched by the profiler"}\n'
+            b'{"type":"ThreadName","globalTid":"72057844756653436","nameId":"14","priority":"10"}\n'
+        ),
+        error="one JSON object per line (JSON Lines), not a chrome trace: an `nsys export --type json` file?",
+    ),
     Case(
         "chrome_only_metadata.json",
         _bytes(b'{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]}'),
