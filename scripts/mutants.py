@@ -489,6 +489,17 @@ MUTANTS: list[Mutant] = [
         ("tests/test_bad_inputs.py",),
     ),
     Mutant(
+        "utf16_not_decoded",
+        "pipeline/normalize/source.py",
+        "    if data[:2] in UTF16_BOMS:\n",
+        "    if False:\n",
+        "UTF-16 text with a byte-order mark (a PowerShell redirect) reads as its UTF-8 original",
+        (
+            "tests/test_ncu_versions.py::test_utf16_export_reads_as_utf8",
+            "tests/test_chrome_versions.py::test_utf16_trace_gives_the_same_tables",
+        ),
+    ),
+    Mutant(
         "iteration_start_exact_name",
         "pipeline/normalize/chrome_map.py",
         '    "Iteration Start: ": ',

@@ -168,3 +168,14 @@ def test_iteration_start_markers_of_any_trace_name_are_not_reported(modern: Path
     out, warnings = normalized(trace, tmp_path, "markers")
     assert warnings == ["events of categories not modelled, ignored: (no category) Iteration 2 1"]
     assert q(out, KERNELS) == q(modern, KERNELS)
+
+
+def test_utf16_trace_gives_the_same_tables(modern: Path, tmp_path: Path) -> None:
+    # A trace re-saved by a Windows tool as UTF-16 (byte-order mark first) reads as its UTF-8 original.
+    path = tmp_path / "utf16" / "trace.json"
+    path.parent.mkdir()
+    path.write_bytes(gzip.decompress(SAMPLE.read_bytes()).decode("utf-8").encode("utf-16"))
+    out = tmp_path / "out-utf16"
+    assert normalize_file(path, out).warnings == []
+    for sql in (KERNELS, OPS, CALLS):
+        assert q(out, sql) == q(modern, sql)

@@ -10,6 +10,7 @@ today.  Expected values are the numbers written into each fixture, converted by 
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from pipeline.analyze import connect
 from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file
+from tests.conftest import SAMPLES
 
 OLD_DETAILS_HEADER = [
     "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
@@ -168,3 +170,21 @@ def test_pages_without_launch_rows_are_named(tmp_path: Path, first_line: str, pa
         normalize_file(src, tmp_path / "out")
     msg = str(e.value)
     assert f"--page {page} export" in msg and "--csv --page raw" in msg
+
+
+def test_utf16_export_reads_as_utf8(tmp_path: Path) -> None:
+    # Windows PowerShell 5's `ncu --csv ... > out.csv` writes UTF-16LE with a byte-order mark: the same table.
+    text = gzip.decompress((SAMPLES / "h200_resnet18" / "ncu_details.csv.gz").read_bytes()).decode("utf-8")
+    tables = {}
+    for name, encoding in (("utf8", "utf-8"), ("utf16", "utf-16")):
+        src = tmp_path / name / "ncu_details.csv"
+        src.parent.mkdir()
+        src.write_bytes(text.encode(encoding))
+        normalize_file(src, tmp_path / f"out-{name}")
+        con = connect(tmp_path / f"out-{name}")
+        tables[name] = [
+            con.sql(f"SELECT * EXCLUDE (trace_id) FROM {t} ORDER BY ALL").fetchall()
+            for t in ("ncu_kernels", "ncu_metrics")
+        ]
+    assert (tmp_path / "utf16" / "ncu_details.csv").read_bytes()[:2] == b"\xff\xfe"
+    assert tables["utf16"] == tables["utf8"] and len(tables["utf8"][0]) > 0

@@ -67,7 +67,7 @@ from pipeline.normalize.chrome_map import (
     Arg,
 )
 from pipeline.normalize.sha256 import sha256_of
-from pipeline.normalize.source import is_gzip, read_all
+from pipeline.normalize.source import UTF16_BOMS, is_gzip, read_all
 
 #: Below this magnitude (in us) a float64 resolves 0.001 us, so 3-decimal values convert exactly.
 EXACT_FLOAT_LIMIT_US = float(2**43)
@@ -668,6 +668,8 @@ def _load(path: Path) -> bytes | mmap.mmap:
     if not is_gzip(path):
         try:
             with open(path, "rb") as f:
+                if f.read(2) in UTF16_BOMS:
+                    return read_all(path)  # re-encoded as UTF-8 (msgspec reads UTF-8 only)
                 return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):  # an empty file cannot be mapped; read_all reports the rest
             pass

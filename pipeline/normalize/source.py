@@ -61,16 +61,30 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
+#: Byte-order marks of UTF-16 text (Windows PowerShell 5's `>` writes UTF-16LE: `ncu --csv ... > out.csv`).
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def as_utf8(data: bytes) -> bytes:
+    """``data`` as UTF-8: UTF-16 text with a byte-order mark is re-encoded (a cut last character dropped, as in a
+    file's head), anything else returned as it is."""
+    if data[:2] in UTF16_BOMS:
+        return data.decode("utf-16", errors="ignore" if len(data) % 2 else "strict").encode("utf-8")
+    return data
+
+
 def head(path: Path, n: int = 8192) -> bytes:
-    """The first ``n`` bytes of the (decompressed) content."""
+    """The first ``n`` bytes of the (decompressed) content, as UTF-8 when it is UTF-16 text (:func:`as_utf8`)."""
     try:
         if is_gzip(path):
             with gzip.open(path, "rb") as f:
-                return f.read(n)
+                return as_utf8(f.read(n))
         with open(path, "rb") as f:
-            return f.read(n)
+            return as_utf8(f.read(n))
     except (OSError, EOFError, zlib.error) as e:
         raise BadInputError(path, f"cannot read: {e}") from e
+    except UnicodeDecodeError as e:
+        raise BadInputError(path, f"UTF-16 text that does not decode: {e}") from e
 
 
 @contextmanager
@@ -92,7 +106,9 @@ def read_all(path: Path) -> bytes:
             data = f.read(limit + 1)
         if len(data) > limit:
             raise BadInputError(path, _too_big(limit))
-        return data
+        return as_utf8(data)
+    except UnicodeDecodeError as e:
+        raise BadInputError(path, f"UTF-16 text that does not decode: {e}") from e
     except EOFError as e:
         raise BadInputError(path, "gzip stream ends early (file truncated?)") from e
     except (OSError, zlib.error) as e:
