@@ -174,7 +174,17 @@ def test_utf16_trace_gives_the_same_tables(modern: Path, tmp_path: Path) -> None
     # A trace re-saved by a Windows tool as UTF-16 (byte-order mark first) reads as its UTF-8 original.
     path = tmp_path / "utf16" / "trace.json"
     path.parent.mkdir()
-    path.write_bytes(gzip.decompress(SAMPLE.read_bytes()).decode("utf-8").encode("utf-16"))
+    # A character outside the BMP (a surrogate pair in UTF-16) cut by the 8192-byte head format detection reads:
+    # '{"pad": "' is 9 characters, so after the 2-byte mark the pair takes bytes 8190-8193.
+    text = (
+        '{"pad": "'
+        + "a" * 4085
+        + "\U0001f600"
+        + '", '
+        + gzip.decompress(SAMPLE.read_bytes()).decode("utf-8").lstrip()[1:]
+    )
+    path.write_bytes(text.encode("utf-16"))
+    assert path.read_bytes()[8190:8194].decode("utf-16-le") == "\U0001f600"
     out = tmp_path / "out-utf16"
     assert normalize_file(path, out).warnings == []
     for sql in (KERNELS, OPS, CALLS):

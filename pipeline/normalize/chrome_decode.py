@@ -586,9 +586,9 @@ JSON_LINES = (
 
 def _is_json_lines(data: bytes | mmap.mmap) -> bool:
     """Whether the first line of ``data`` is a whole JSON value on its own (the rest then trails it)."""
-    first = data[: data.find(b"\n")] if data.find(b"\n") > 0 else b""
+    end = data.find(b"\n")
     try:
-        msgspec.json.decode(first)
+        msgspec.json.decode(data[:end] if end > 0 else b"")
     except msgspec.MsgspecError:
         return False
     return True

@@ -65,11 +65,12 @@ def is_gzip(path: Path) -> bool:
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-def as_utf8(data: bytes) -> bytes:
-    """``data`` as UTF-8: UTF-16 text with a byte-order mark is re-encoded (a cut last character dropped, as in a
-    file's head), anything else returned as it is."""
+def as_utf8(data: bytes, prefix: bool = False) -> bytes:
+    """``data`` as UTF-8: UTF-16 text with a byte-order mark is re-encoded, anything else returned as it is.
+    ``prefix``: ``data`` is a file's first bytes, whose last character may be cut (half a surrogate pair, say):
+    dropped, where a whole file must decode."""
     if data[:2] in UTF16_BOMS:
-        return data.decode("utf-16", errors="ignore" if len(data) % 2 else "strict").encode("utf-8")
+        return data.decode("utf-16", errors="ignore" if prefix else "strict").encode("utf-8")
     return data
 
 
@@ -78,9 +79,9 @@ def head(path: Path, n: int = 8192) -> bytes:
     try:
         if is_gzip(path):
             with gzip.open(path, "rb") as f:
-                return as_utf8(f.read(n))
+                return as_utf8(f.read(n), prefix=True)
         with open(path, "rb") as f:
-            return as_utf8(f.read(n))
+            return as_utf8(f.read(n), prefix=True)
     except (OSError, EOFError, zlib.error) as e:
         raise BadInputError(path, f"cannot read: {e}") from e
     except UnicodeDecodeError as e:
