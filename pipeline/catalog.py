@@ -27,6 +27,16 @@ def _sql_dir() -> Path:
 
 SQL_DIR = _sql_dir()
 
+#: The small lookup tables kept in Python, each registered on every connection as a view of this name:
+#: view name -> "module:function" returning a pyarrow Table (imported only when a connection or a listing asks).
+PY_TABLES: dict[str, str] = {
+    "arch_limits": "pipeline.analyze.arch:arch_limits_table",
+    "gpu_names": "pipeline.analyze.arch:gpu_names_table",
+    "kernel_tile_patterns": "pipeline.analyze.tiles:tile_patterns_table",
+    "ncu_display_names": "pipeline.analyze.ncu_names:display_names_table",
+    "device_override": "pipeline.analyze.arch:device_override_table",  # replaced by connect(device=...)
+}
+
 #: Prefixes of the names Python registers behind the public views (pyarrow datasets, empty tables, ...).
 INTERNAL_PREFIXES = ("_",)
 
@@ -62,17 +72,11 @@ def table_descriptions() -> dict[str, str]:
     from pipeline.schema import DESCRIPTIONS
 
     out = dict(DESCRIPTIONS)
-    for name, target in _py_tables().items():
+    for name, target in PY_TABLES.items():
         module, func = target.split(":")
         doc = getattr(importlib.import_module(module), func).__doc__ or ""
         out[name] = doc.strip().splitlines()[0].rstrip(".") if doc.strip() else ""
     return out
-
-
-def _py_tables() -> dict[str, str]:
-    from pipeline.analyze import PY_TABLES
-
-    return PY_TABLES
 
 
 def descriptions(sql_dir: Path = SQL_DIR) -> dict[str, str]:

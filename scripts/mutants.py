@@ -333,7 +333,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "memory_limit_above_duckdb_default",
-        "pipeline/analyze/__init__.py",
+        "pipeline/analyze/engine.py",
         "MEMORY_PER_GPU_OP * gpu_ops), duckdb_default)",
         "MEMORY_PER_GPU_OP * gpu_ops), 10**12)",
         "the input-sized memory limit never exceeds DuckDB's own default (80% of the machine's memory)",
@@ -341,7 +341,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "memory_limit_not_sized",
-        "pipeline/analyze/__init__.py",
+        "pipeline/analyze/engine.py",
         'if "memory_limit" not in config:',
         'if False and "memory_limit" not in config:',
         "without TRACEPIPE_MEMORY_LIMIT a connection gets the input-sized limit, not DuckDB's 80% of memory",

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import pipeline.analyze as analyze
+import pipeline.analyze.write as analyze_write
 from pipeline.analyze import SIZE_TABLES, SQL_DIR, connect, default_views, input_rows, write_views
 from pipeline.lean import cores
 from pipeline.normalize import normalize_file
@@ -106,8 +106,8 @@ def test_inputs_between_the_two_thresholds_are_analyzed_in_memory_only_with_conc
     norm = tmp_path / "n"
     normalize_file(RESNET / "nsys.sqlite.gz", norm)
     rows = input_rows(connect(norm, views=[]))
-    monkeypatch.setattr(analyze, "IN_MEMORY_ROWS", rows)
-    monkeypatch.setattr(analyze, "IN_MEMORY_ROWS_ONE_AT_A_TIME", rows - 1)
+    monkeypatch.setattr(analyze_write, "IN_MEMORY_ROWS", rows)
+    monkeypatch.setattr(analyze_write, "IN_MEMORY_ROWS_ONE_AT_A_TIME", rows - 1)
     con = connect(norm, views=[])
     write_views(con, tmp_path / "a", ["layer_summary"], ("parquet",), workers=workers)
     tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}

@@ -32,15 +32,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from pipeline.analyze import (
-    _copy,
-    _read_back,
-    connect,
-    create_views,
-    view_files,
-    view_inputs,
-    write_views,
-)
+from pipeline.analyze.engine import connect, create_views
+from pipeline.analyze.views import view_files, view_inputs
+from pipeline.analyze.write import _copy, _read_back, write_views
 from pipeline.catalog import SQL_DIR
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import committed

@@ -1,4 +1,5 @@
-"""The connection ``connect(read_only=True)`` hands out (``tracepipe.connect``, ``Traces.con``, ``tracepipe sql``).
+"""Which statements only read, and the connection ``connect(read_only=True)`` hands out (``tracepipe.connect``,
+``Traces.con``, ``tracepipe sql``) that runs no other.
 
 DuckDB's sandbox keeps reads and writes inside the normalized folder, but the views must read there, so inside
 it COPY, ATTACH and EXPORT could still write. This wrapper runs every SQL text it is given through
@@ -16,7 +17,42 @@ from typing import Any
 
 import duckdb
 
-from pipeline.analyze import reading_statements
+#: Statements ``tracepipe sql`` runs: queries, plans, catalog look-ups and in-memory objects. Everything
+#: else (COPY, EXPORT, ATTACH, INSTALL/LOAD, SET, INSERT...) could write inside the normalized folder,
+#: which DuckDB's sandbox allows because the scans must read there.
+READ_ONLY_STATEMENTS = frozenset(
+    {
+        duckdb.StatementType.SELECT,
+        duckdb.StatementType.EXPLAIN,
+        duckdb.StatementType.PRAGMA,
+        duckdb.StatementType.CALL,
+        duckdb.StatementType.CREATE,
+        duckdb.StatementType.DROP,
+        duckdb.StatementType.VARIABLE_SET,
+    }
+)
+
+
+class ReadOnlyError(duckdb.PermissionException):
+    """A statement ``tracepipe sql`` does not run because it could write."""
+
+
+def reading_statements(query: str | duckdb.Statement) -> list[duckdb.Statement]:
+    """The statements of ``query``; ReadOnlyError, before any runs, when one of them could write."""
+    statements = [query] if isinstance(query, duckdb.Statement) else duckdb.extract_statements(query)
+    for st in statements:
+        if st.type not in READ_ONLY_STATEMENTS:
+            kind = st.type.name.replace("_", " ")
+            raise ReadOnlyError(f"{kind} statements are not allowed: tracepipe's connections are read-only")
+    return statements
+
+
+def read_only_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRelation | None:
+    """Run ``query`` (one or more statements) when every statement only reads; the last one's result."""
+    result = None
+    for st in reading_statements(query):
+        result = con.sql(st.query)
+    return result
 
 
 class ReadOnlyConnection:

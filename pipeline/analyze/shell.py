@@ -29,7 +29,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.analyze import read_only_query
+from pipeline.analyze.readonly import read_only_query
 from pipeline.catalog import descriptions, is_public
 
 #: Formats a result can be printed in (the shell's ``.mode``) and written to a file in (``-o``).

@@ -1,0 +1,265 @@
+"""The engine: one DuckDB connection over a normalized folder, with every normalized table and every ``sql/*.sql``
+view registered.
+
+Python only wires things up: each normalized table becomes a view over its Parquet files (an empty, correctly
+typed view when no trace has it), small Python-made tables (per-architecture limits, ``catalog.PY_TABLES``) are
+registered, and each file in ``sql/`` defines the view named like the file, created after the views its
+``-- Inputs:`` header names (``pipeline.analyze.views``). DuckDB's memory limit is sized to the input and its
+spill folder is private. Writing the views to files is ``pipeline.analyze.write``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from pipeline.analyze.views import ON_REQUEST, _body, needed_views, view_files, view_order
+from pipeline.catalog import PY_TABLES, SQL_DIR
+from pipeline.errors import BadInputError, SettingError, parse_size
+from pipeline.lean import duckdb_connect
+from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
+from pipeline.store import committed, committed_files, hold_readers, trace_ids
+
+#: DuckDB's memory limit, unless TRACEPIPE_MEMORY_LIMIT says otherwise, is sized to the input (past it DuckDB spills
+#: to disk; see :func:`default_memory_limit`): at least this much,
+MEMORY_FLOOR = 1_600_000_000
+#: or this many bytes per GPU operation (kernel, memcpy, memset), whichever is more: the largest view's hash join
+#: (gpu_op_layers') needs ~1.45 GB for 10M kernels and re-reads ~85 GB of spilled rows below that, ~10x the time
+#: (benchmarks/results/analyze_10m_memory_s34.txt); 10M kernels then run in 1.87 GB at 1.6 GB
+#: (bench_nsys_10m_s34.txt) where a fixed 3 GB took 2.76 GB.
+MEMORY_PER_GPU_OP = 160
+#: Most disk DuckDB may spill to (in a private folder under TMPDIR, removed when the connection goes)
+#: unless TRACEPIPE_TEMP_LIMIT says otherwise.
+DEFAULT_TEMP_LIMIT = "20GB"
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def register_tables(con: duckdb.DuckDBPyConnection, normalized: Path, traces: set[str] | None = None) -> None:
+    """Each table as a view over DuckDB's own Parquet scan of its files (DuckDB then knows each table's
+    row count and plans its joins by it; a registered pyarrow dataset looks like one row and gets
+    nested-loop ASOF joins, 40x slower on a 220k-kernel trace).
+
+    The files are those of the committed traces (``store.committed_files``): a trace being rewritten is
+    read whole as it was, never half old and half new. No path is pasted into SQL text. ``traces``: only
+    these trace ids (incremental analyze computes the traces that changed on their own)."""
+    hold_readers(normalized)
+    traces_now = [c for tid, c in committed(normalized).items() if traces is None or tid in traces]
+    for name, schema in TABLES.items():
+        if files := [str(c.files[name]) for c in traces_now if name in c.files]:
+            scan = con.read_parquet(files, hive_partitioning=False, union_by_name=True)
+            scan.create_view(f"_pq_{name}", replace=True)
+            have = set(scan.columns)
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select_list(name, have)} FROM _pq_{name}")
+        else:
+            register_arrow(con, f"_empty_{name}", _empty(schema))
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _empty_{name}")
+    for name, target in PY_TABLES.items():
+        module, func = target.split(":")
+        register_arrow(con, f"_py_{name}", getattr(importlib.import_module(module), func)())
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _py_{name}")
+
+
+#: The Arrow tables registered on each connection (``register_arrow``), so that a cursor of it can register
+#: them too: a registered object belongs to its connection, and ``write_views`` computes views on cursors.
+_REGISTERED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, pa.Table]] = weakref.WeakKeyDictionary()
+
+
+def register_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    """``table`` registered on ``con`` as ``name``, and remembered for :func:`cursor_of`."""
+    con.register(name, table)
+    _REGISTERED.setdefault(con, {})[name] = table
+
+
+def cursor_of(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A cursor of ``con`` (another connection to its database, for another thread) that sees what ``con``
+    sees: the database's tables and views, and the Arrow tables registered on ``con`` (registered again;
+    storing them as tables instead cost ~2 ms of CPU each, 12 of them on every connect)."""
+    cur = con.cursor()
+    for name, table in _REGISTERED.get(con, {}).items():
+        cur.register(name, table)
+    return cur
+
+
+def defined_views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Names of the views (and temp tables) the connection has now."""
+    rows = con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal UNION SELECT table_name FROM duckdb_tables()"
+    ).fetchall()
+    return {name for (name,) in rows}
+
+
+def create_views(
+    con: duckdb.DuckDBPyConnection,
+    sql_dir: Path = SQL_DIR,
+    materialize: bool = False,
+    only: list[str] | None = None,
+    keep_existing: bool = False,
+) -> list[str]:
+    """Create every view of ``sql_dir`` (or only those ``only`` needs) in dependency order; with
+    ``materialize`` each is computed once into a temp table, which is what a batch run that reads every
+    view wants (views would recompute their inputs). ``keep_existing``: views the connection already has
+    stay as they are (``write_views`` points written ones at their Parquet files)."""
+    files = view_files(sql_dir)
+    order = view_order(sql_dir) if only is None else needed_views(only, sql_dir)
+    have = defined_views(con) if keep_existing else set()
+    for name in order:
+        if name in have:
+            continue
+        # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
+        kind = "TEMP TABLE" if materialize and ON_REQUEST not in files[name].read_text() else "VIEW"
+        con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
+    return order
+
+
+def _check_schema_versions(con: duckdb.DuckDBPyConnection, normalized: Path) -> None:
+    """Data written by a newer major schema may mean something else in a column: refuse, don't guess."""
+    files = [str(f) for f in committed_files(normalized, "trace_meta")]
+    # DuckDB's own scan (pyarrow.dataset would import pandas: 0.35 CPU-s per process); no hive discovery.
+    scan = con.read_parquet(files, hive_partitioning=False, union_by_name=True) if files else None
+    versions = [v for (v,) in scan.select("schema_version").distinct().fetchall()] if scan is not None else []
+    newer = sorted({v for v in versions if v is not None and major(v) > major(SCHEMA_VERSION)})
+    if newer:
+        raise BadInputError(
+            normalized,
+            f"normalized with schema {', '.join(newer)}; this tracepipe reads {SCHEMA_VERSION} and "
+            "older minors: upgrade tracepipe or re-normalize the traces",
+        )
+
+
+def connect(
+    normalized: str | Path,
+    sql_dir: Path = SQL_DIR,
+    materialize: bool = False,
+    read_only: bool = False,
+    views: list[str] | None = None,
+    device: str | None = None,
+    traces: set[str] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every table and view registered.
+
+    ``views``: create only these and the views they read (default: every view).
+    ``traces``: register only these trace ids' tables (default: every committed trace).
+    ``device``: a name of ``arch.DEVICE_PRESETS`` (``rtx3090``): every traced device is replaced by that part's
+    limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
+    ``read_only``: DuckDB's own sandbox: no file outside ``normalized`` can be read or written, no
+    extension installed or loaded, no setting changed (the configuration is locked). Inside the folder
+    DuckDB's sandbox would still let COPY/ATTACH/EXPORT write, so the connection comes wrapped in a
+    :class:`~pipeline.analyze.readonly.ReadOnlyConnection`, whose SQL entry points refuse every statement
+    that is not a query (:func:`reading_statements`).
+    """
+    normalized = Path(normalized)
+    if not normalized.is_dir() or not trace_ids(normalized):
+        raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
+    normalized = normalized.resolve()  # the sandbox compares resolved paths with the scans' globs
+    hold_readers(normalized)  # no writer removes a generation this process reads
+    config = duckdb_config()
+    con = duckdb_connect(config)
+    weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)  # also at interpreter exit
+    _check_schema_versions(con, normalized)
+    con.execute("SET preserve_insertion_order = false")
+    # Each view's bind reads the footers of the files it scans, and views bind the views they read
+    # again: cached, creating the views costs 0.24 instead of 0.58 CPU-s on a 200k-kernel trace.
+    con.execute("SET parquet_metadata_cache = true")
+    register_tables(con, normalized, traces)
+    if "memory_limit" not in config:  # DuckDB's own default until here: 80% of the machine's memory
+        (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        ops = table_rows(con, GPU_OP_TABLES)
+        limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)
+        con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+    if device is not None:
+        from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
+
+        if device not in DEVICE_PRESETS:
+            raise BadInputError(Path(device), f"unknown device; one of: {', '.join(sorted(DEVICE_PRESETS))}")
+        register_arrow(con, "_py_device_override", device_override_table(device))
+        con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
+    create_views(con, sql_dir, materialize, only=views)
+    if read_only:
+        con.execute("SET allowed_directories = $dirs", {"dirs": [f"{normalized}{os.sep}"]})
+        con.execute("SET allow_persistent_secrets = false")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        from pipeline.analyze.readonly import ReadOnlyConnection
+
+        return ReadOnlyConnection(con)  # type: ignore[return-value]  # quacks like the connection it wraps
+    return con
+
+
+def size_setting(env: str, default: str) -> int:
+    """Bytes of a size setting from the environment, validated (never pasted into SQL)."""
+    raw = os.environ.get(env, default)
+    n = parse_size(raw)
+    if n is None or n <= 0:
+        raise SettingError(f"{env}={raw!r}: expected a positive size such as 3GB, 512MiB or 1500000000")
+    return n
+
+
+_SPILL_PREFIX = "tracepipe-duckdb-"
+
+
+def spill_folder() -> str:
+    """A new private folder for DuckDB's spill files under TMPDIR (never the working directory); folders
+    left by processes that no longer run (killed before they could remove theirs) are removed first."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{_SPILL_PREFIX}*"):
+        pid = old.name[len(_SPILL_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def duckdb_config() -> dict[str, str]:
+    """A capped private spill folder (TRACEPIPE_TEMP_LIMIT overrides the cap) and, when TRACEPIPE_MEMORY_LIMIT is
+    set, that memory limit (past it DuckDB spills sorts, joins and aggregates); without it :func:`connect` sizes
+    the limit to the input (:func:`default_memory_limit`)."""
+    config = {"temp_directory": spill_folder()}
+    if "TRACEPIPE_MEMORY_LIMIT" in os.environ:
+        config["memory_limit"] = f"{size_setting('TRACEPIPE_MEMORY_LIMIT', '')}B"
+    config["max_temp_directory_size"] = f"{size_setting('TRACEPIPE_TEMP_LIMIT', DEFAULT_TEMP_LIMIT)}B"
+    return config
+
+
+def default_memory_limit(gpu_ops: int, duckdb_default: int) -> int:
+    """DuckDB's memory limit for an input of ``gpu_ops`` GPU operations: :data:`MEMORY_FLOOR` or
+    :data:`MEMORY_PER_GPU_OP` bytes per operation, whichever is more (bounded: 10M kernels in < 2 GB of RSS, and
+    bigger traces kept off the spill cliff of the largest join), but never above DuckDB's own default
+    (``duckdb_default``: 80% of the machine's memory)."""
+    return min(max(MEMORY_FLOOR, MEMORY_PER_GPU_OP * gpu_ops), duckdb_default)
+
+
+def analysis_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """One line per row of the view ``analysis_warnings``: values the views could not use (and left NULL)."""
+    rows = con.execute(
+        "SELECT trace_id, message, example_kernel_id FROM analysis_warnings ORDER BY trace_id, view, device_id, message"
+    ).fetchall()
+    return [f"{t}: {m}" + (f" (e.g. kernel_id {k})" if k is not None else "") for t, m, k in rows]
+
+
+#: The tables of GPU operations (their rows size DuckDB's default memory limit).
+GPU_OP_TABLES = ("kernels", "memcpy", "memset")
+
+
+def table_rows(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> int:
+    """Rows of ``tables`` together, as ``con`` reads them (from the Parquet footers: no data is scanned)."""
+    counts = " + ".join(f"(SELECT count(*) FROM {name})" for name in tables)
+    return int(con.execute(f"SELECT {counts}").fetchall()[0][0])
