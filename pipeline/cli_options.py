@@ -14,6 +14,9 @@ from pipeline.analyze.devices import DEVICE_PRESETS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Where ``normalize`` writes and ``analyze`` reads unless told otherwise.
+DEFAULT_NORMALIZED = Path("build/normalized")
+
 QUIET_HELP = "No progress bar, no summary; errors still go to stderr."
 
 

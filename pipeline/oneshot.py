@@ -48,11 +48,12 @@ def run_command(
       tracepipe run trace.json.gz --view kernel_name_summary --view step_gpu_idle   # HTA's two breakdowns only
       tracepipe run job/ -j 8 --device rtx3090 --csv    # 8 ranks at once, projected onto an RTX 3090
     """
-    from pipeline import cli
+    from pipeline.analyze_cli import analyze
+    from pipeline.normalize_cli import normalize
 
-    ctx.invoke(cli.normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet, jobs=jobs)
+    ctx.invoke(normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet, jobs=jobs)
     ctx.invoke(
-        cli.analyze,
+        analyze,
         normalized=out / "normalized",
         out=out / "analysis",
         quiet=quiet,

@@ -466,7 +466,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "empty_normalize_summary",
-        "pipeline/cli.py",
+        "pipeline/normalize_cli.py",
         "if not quiet and not as_json and (results or skipped):",
         "if not quiet and not as_json:",
         "when no input normalized, stdout has no empty summary table (the error lines say it all)",

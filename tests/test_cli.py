@@ -150,7 +150,7 @@ def test_an_internal_error_on_one_input_is_data_not_the_end_of_the_batch(monkeyp
 
 
 def test_folder_scan_skips_a_report_only_beside_its_own_export(tmp_path: Path) -> None:
-    from pipeline.cli import expand_inputs
+    from pipeline.normalize.batch import expand_inputs
 
     for name in (
         "rank0/nsys.nsys-rep",

@@ -37,6 +37,40 @@ KILL_WORKER_ENV = "TRACEPIPE_KILL_WORKER"
 #: Imported once by the forkserver, so each forked worker starts with them loaded.
 _PRELOAD = ["pipeline.normalize", "pipeline.normalize.nsys", "pipeline.normalize.batch", "pyarrow.parquet"]
 
+#: Files a folder scan picks up; anything else in a capture folder (scripts, manifests) is not a trace.
+TRACE_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep", ".json", ".json.gz", ".csv", ".csv.gz")
+NOT_TRACES = ("manifest.json", "layers.json")
+
+
+def expand_inputs(inputs: tuple[Path, ...], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Files as given, folders scanned for traces; a ``.nsys-rep`` beside its ``.sqlite`` is skipped
+    (and listed in ``skipped`` with the reason, when given)."""
+    files: list[Path] = []
+    for p in inputs:
+        if not p.is_dir():
+            files.append(p)
+            continue
+        found = sorted(
+            f
+            for f in p.rglob("*")
+            if f.is_file()
+            and f.name.lower().endswith(TRACE_SUFFIXES)
+            and f.name not in NOT_TRACES
+            and not any(part.startswith(".") for part in f.relative_to(p).parts)
+        )
+        for f in found:
+            if f.suffix in (".nsys-rep", ".qdrep") and _has_sqlite_beside(f):
+                if skipped is not None:
+                    skipped.append((f, "its .sqlite export beside it is read instead"))
+                continue
+            files.append(f)
+    return files
+
+
+def _has_sqlite_beside(rep: Path) -> bool:
+    """The export of a report sits next to it; normalizing both would give one trace twice."""
+    return any(rep.with_name(rep.stem + ext).is_file() for ext in (".sqlite", ".sqlite.gz"))
+
 
 @dataclass
 class Outcome:

@@ -84,8 +84,7 @@ def _is_normalized(folder: Path) -> bool:
 
 def _normalize_into(path: Path, store: Path) -> None:
     """Trace files (or a capture folder) normalized into ``store``; BadInputError when none could be."""
-    from pipeline.cli import TRACE_SUFFIXES, expand_inputs
-    from pipeline.normalize.batch import normalize_many
+    from pipeline.normalize.batch import TRACE_SUFFIXES, expand_inputs, normalize_many
 
     files = expand_inputs((path,))
     if not files:

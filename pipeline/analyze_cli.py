@@ -1,0 +1,219 @@
+"""``tracepipe analyze`` (every view of sql/ written to files) and ``tracepipe sql`` (queries over the views, or
+a shell), registered in pipeline/cli.py; the work is ``pipeline.analyze``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipeline import console
+from pipeline.analyze.devices import DEVICE_PRESETS
+from pipeline.cli_options import (
+    DEFAULT_NORMALIZED,
+    DEVICE_HELP,
+    csv_option,
+    device_option,
+    output_options,
+    view_option,
+)
+from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED
+
+
+class CatalogCommand(click.Command):
+    """A command whose --help ends with the tables and views it offers, each described by the line that
+    defines it (sql/ headers, schema.py): generated when --help runs, so it cannot drift from the code."""
+
+    def __init__(self, *args: Any, listing: str = "all", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.listing = listing
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from pipeline.catalog import table_descriptions, view_descriptions
+
+        super().format_help_text(ctx, formatter)
+        if self.listing == "all":
+            with formatter.section("Tables (docs/schema.md)"):
+                formatter.write_dl(sorted(table_descriptions().items()))
+        with formatter.section("Views (sql/<view>.sql: header comment lists columns and units)"):
+            formatter.write_dl(sorted(view_descriptions().items()))
+
+
+DEFAULT_ANALYSIS = Path("build/analysis")
+
+
+@click.command(cls=CatalogCommand, listing="views")
+@click.argument("normalized", type=click.Path(path_type=Path), default=DEFAULT_NORMALIZED)
+@output_options(
+    "Folder for one <view>.parquet (and <view>.csv with --csv) per view of sql/.",
+    DEFAULT_ANALYSIS,
+    formats=("parquet", "csv"),
+    formats_help="Output formats (repeat for several).",
+    json_help="Print {view: rows} as JSON.",
+)
+@csv_option
+@view_option
+@device_option(DEVICE_HELP)
+@click.option(
+    "--incremental",
+    is_flag=True,
+    help="Recompute only the captures whose traces were (re-)normalized since the last --incremental run into "
+    "OUT; the views that mix captures (rank spread, stragglers, ncu matching) are recomputed whole.",
+)
+def analyze(
+    normalized: Path,
+    out: Path,
+    formats: tuple[str, ...],
+    with_csv: bool,
+    only: tuple[str, ...],
+    as_json: bool,
+    quiet: bool,
+    device: str | None,
+    incremental: bool,
+) -> None:
+    """Run every view in sql/ over NORMALIZED and write each as Parquet (CSV on request).
+
+    Each file is renamed into place only when complete; a failed run leaves earlier outputs intact.
+
+    \b
+    Examples:
+      tracepipe analyze build/normalized --out build/analysis
+      tracepipe analyze build/normalized --view layer_summary --csv    # also layer_summary.csv
+      tracepipe analyze build/normalized --view kernel_sm_load        # a view written only on request
+      duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
+    """
+    from pipeline import catalog
+    from pipeline.analyze import analysis_warnings, connect, create_views, default_views, view_files, write_views
+
+    sql_dir = catalog.SQL_DIR
+    if not view_files(sql_dir):
+        console.fail(f"no views in {sql_dir}: this tracepipe installation lacks its sql/ files (reinstall it)")
+        sys.exit(EXIT_FAILED)
+    formats = tuple(dict.fromkeys([*formats, *(["csv"] if with_csv else [])]))
+    views = list(only) or default_views(sql_dir)
+    unknown = set(views) - set(view_files(sql_dir))
+    if unknown:
+        raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
+    from pipeline.analyze import incremental as inc
+
+    if device is not None and not as_json:
+        part = DEVICE_PRESETS[device]
+        console.out.print(
+            f"PROJECTION: every traced device replaced by {part[0]} (sm_{part[1][0]}{part[1][1]}, {part[2]} SMs); "
+            "occupancy, waves and SM views are what these launches would give there, not a measurement"
+        )
+    ticks = console.progress(iter(views), len(views), "analyze", quiet)
+    next(ticks, None)  # the bar shows 0 of N until the first view is written
+    tick = lambda _view: next(ticks, None)  # noqa: E731
+    if incremental:
+        con, outcome = inc.analyze_incremental(normalized, out, views, formats, device, sql_dir, done=tick)
+        written = outcome.rows
+    else:
+        inc.forget(out)  # an incremental run's state no longer describes these outputs
+        con = connect(normalized, sql_dir, views=[], device=device)  # write_views creates each view as it goes
+        written = write_views(con, out, views, formats, done=tick, sql_dir=sql_dir)
+    rows = {view: written[view] for view in views}
+    if not quiet:
+        create_views(con, sql_dir, only=["analysis_warnings"], keep_existing=True)
+        for line in analysis_warnings(con):
+            console.warn(line)
+    if incremental and not as_json and not quiet:
+        how = f"full run: {outcome.reason}" if outcome.full else "the other captures' rows kept"
+        console.out.print(f"incremental: recomputed {len(outcome.recomputed)} of {outcome.traces} traces ({how})")
+    if incremental and as_json:
+        rows = {**rows, "recomputed_traces": outcome.recomputed, "traces": outcome.traces}
+    if as_json:
+        click.echo(json.dumps({"projected_device": device, **rows} if device else rows))
+    elif not quiet:
+        console.out.print(f"wrote {len(views)} views to {out}: " + ", ".join(f"{v} ({n})" for v, n in rows.items()))
+
+
+SQL_FORMATS = ("table", "csv", "json", "markdown", "line", "parquet")
+
+
+@click.command(cls=CatalogCommand)
+@click.argument("normalized", type=click.Path(path_type=Path))
+@click.argument("query", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(SQL_FORMATS),
+    default=None,
+    help="How to print the result (default: table). With -o, the file's extension picks csv, json or parquet "
+    "unless --format says otherwise. json: one object per row (JSON Lines), numbers as numbers. "
+    "csv: LIST/STRUCT columns as JSON text.",
+)
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file (.csv, .json, .parquet)."
+)
+@click.option("--max-rows", default=40, show_default=True, help="Rows shown by the table format.")
+@device_option("Views as a projection onto this GPU's limits (see tracepipe analyze --device).")
+def sql(
+    normalized: Path, query: str | None, fmt: str | None, output: Path | None, max_rows: int, device: str | None
+) -> None:
+    """Run DuckDB SQL over NORMALIZED with every table and view registered (read-only).
+
+    No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema NAME, .mode, .maxrows,
+    .output FILE; Ctrl-C cancels the line or the query; history in ~/.tracepipe_history). With piped input
+    it runs the statements and prints only their results. Queries cannot write files or change the data.
+
+    \b
+    Examples:
+      tracepipe sql build/normalized "SELECT path, kernels, gpu_time_ns FROM layer_summary"
+      tracepipe sql build/normalized "SELECT * FROM kernel_layers" -o kl.parquet     # format from the extension
+      tracepipe sql build/normalized "SELECT * FROM layer_summary" --format json | jq .share_pct
+      tracepipe sql build/normalized                     # interactive
+      echo "SELECT count(*) FROM kernels;" | tracepipe sql build/normalized
+    """
+    from pipeline.analyze import connect
+    from pipeline.analyze.shell import (
+        OutputError,
+        check_new_file,
+        fetch,
+        first_line,
+        format_for,
+        render,
+        repl,
+        run_interruptible,
+        write_result,
+    )
+
+    file_format = None
+    try:
+        if query is None and (output is not None or fmt == "parquet"):
+            raise OutputError("-o and --format parquet need a QUERY; in the shell, .output FILE writes results")
+        if output is not None:
+            file_format = format_for(output, fmt)
+            output = check_new_file(output, protected=normalized)
+        elif fmt == "parquet":
+            raise OutputError("--format parquet writes a file: give -o FILE.parquet")
+    except OutputError as e:
+        console.fail(str(e))
+        sys.exit(EXIT_BAD_INPUT)
+    con = connect(normalized, read_only=True, device=device)
+    if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
+        part = DEVICE_PRESETS[device][0]
+        click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)
+    if query is None:
+        repl(con, normalized, fmt or "table", max_rows)
+        return
+    try:
+        table = run_interruptible(con, lambda: fetch(con, query))
+    except duckdb_error() as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
+        console.fail(f"query failed: {first_line(e)}")
+        sys.exit(EXIT_BAD_INPUT)
+    if table is None:
+        return
+    if output is not None and file_format is not None:
+        write_result(table, output, file_format)
+    else:
+        sys.stdout.write(render(table, fmt or "table", max_rows))
+
+
+def duckdb_error() -> type[Exception]:
+    import duckdb
+
+    return duckdb.Error
