@@ -1,5 +1,5 @@
 """nsys kernels and runtime calls read from raw columns and joined in Arrow (``nsys_raw``) equal what the
-one-query SQL (``nsys.kernels_sql`` / ``api_calls_sql``) gives, on every nsys capture in sample_traces, on
+one-query SQL (``nsys_sql.kernels_sql`` / ``api_calls_sql``) gives, on every nsys capture in sample_traces, on
 every export layout of test_nsys_layouts, and on hand-made corner cases whose values are worked out below;
 where the raw reader cannot read an export exactly (a name column of mixed storage types) it steps aside
 and normalize's tables are the SQL's."""
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.normalize import normalize_file, nsys, nsys_raw
+from pipeline.normalize import normalize_file, nsys, nsys_raw, nsys_sql, sqlite_reader
 from pipeline.schema import conform
 from pipeline.store import committed_file
 from tests.conftest import SAMPLES, gunzip_to
@@ -23,8 +23,8 @@ from tests.test_nsys_layouts import LAYOUTS, build, schema_of
 CAPTURES = sorted(SAMPLES.glob("*/nsys.sqlite.gz")) + sorted((SAMPLES / "external").glob("*.sqlite.gz"))
 
 
-def _open(path: Path) -> nsys.Sqlite:
-    db = nsys.Sqlite(path, path)
+def _open(path: Path) -> sqlite_reader.Sqlite:
+    db = sqlite_reader.Sqlite(path, path)
     nsys._usable_tables(db)
     return db
 
@@ -35,17 +35,17 @@ def _conformed(batches: Iterable[pa.RecordBatch], table: str) -> pa.Table | None
     return pa.concat_tables(got) if got else None
 
 
-def _raw_and_sql(db: nsys.Sqlite, table: str) -> tuple[pa.Table, pa.Table]:
+def _raw_and_sql(db: sqlite_reader.Sqlite, table: str) -> tuple[pa.Table, pa.Table]:
     if table == "kernels":
-        raw, sql = nsys_raw.kernel_batches(db), nsys.kernels_sql(db, True)
+        raw, sql = nsys_raw.kernel_batches(db), nsys_sql.kernels_sql(db, True)
     else:
-        raw, sql = nsys_raw.api_call_batches(db), nsys.api_calls_sql(db, True)
+        raw, sql = nsys_raw.api_call_batches(db), nsys_sql.api_calls_sql(db, True)
     want = conform(db.arrow(sql), table, "t")
     got = _conformed(raw, table)
     return (got if got is not None else want.slice(0, 0)), want
 
 
-def _assert_same(db: nsys.Sqlite, table: str) -> None:
+def _assert_same(db: sqlite_reader.Sqlite, table: str) -> None:
     got, want = _raw_and_sql(db, table)
     assert got.num_rows == want.num_rows
     for name in want.column_names:
@@ -57,7 +57,7 @@ def _assert_both_same(path: Path) -> None:
     db = _open(path)
     try:
         _assert_same(db, "kernels")
-        if nsys.api_calls_sql(db, True) is not None:
+        if nsys_sql.api_calls_sql(db, True) is not None:
             _assert_same(db, "api_calls")
     finally:
         db.close()
@@ -234,7 +234,7 @@ def test_kernels_without_a_launch_counted_while_joining_equal_the_staged_check(
     assert _orphan_warning(tmp_path / "out", "cap.nsys").startswith(f"{expected} kernels match no launching API call")
 
 
-def _chunked_kernels(db: nsys.Sqlite, readers: int = 2) -> pa.Table:
+def _chunked_kernels(db: sqlite_reader.Sqlite, readers: int = 2) -> pa.Table:
     return _conformed(nsys_raw.kernel_batches(db, None, readers), "kernels")
 
 
@@ -246,8 +246,8 @@ def test_kernels_read_by_two_threads_in_chunks_equal_the_sql(
     one-query SQL gives, in the same order (chunks of a seventh of the table: 7-8 chunks, the last partial)."""
     db = _open(gunzip_to(capture, tmp_path / "t.sqlite"))
     try:
-        want = conform(db.arrow(nsys.kernels_sql(db, True)), "kernels", "t")
-        monkeypatch.setattr(nsys, "CHUNK_ROWS", max(1, want.num_rows // 7))
+        want = conform(db.arrow(nsys_sql.kernels_sql(db, True)), "kernels", "t")
+        monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", max(1, want.num_rows // 7))
         got = _chunked_kernels(db)
         assert got.num_rows == want.num_rows
         for name in want.column_names:
@@ -259,7 +259,7 @@ def test_kernels_read_by_two_threads_in_chunks_equal_the_sql(
 def test_chunks_follow_rowids_with_gaps_and_below_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rowids need not run 1..n: a table whose rows were deleted, or inserted with rowids of 0 and below,
     is read whole and in rowid order by chunks of 2 rowids (some chunks empty)."""
-    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", 2)
     path = _corner_export(tmp_path / "c.sqlite")
     db = sqlite3.connect(path)
     db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = rowid + 100")
@@ -279,7 +279,7 @@ def test_chunks_follow_rowids_with_gaps_and_below_one(tmp_path: Path, monkeypatc
 def test_a_mixed_type_column_in_a_later_chunk_steps_aside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each chunk infers its own types: text among the name ids of the third chunk stops that chunk's reader,
     and the raw reader steps aside (NotRaw) as it does when one reader meets it."""
-    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", 2)
     db = _open(_corner_export(tmp_path / "c.sqlite", [2, 2, 2, 2, 2, "inline name"]))
     try:
         with pytest.raises(nsys_raw.NotRaw):
@@ -295,7 +295,7 @@ def test_a_chunked_read_left_early_stops_its_threads_and_frees_the_database(
     database itself can close (ADBC refuses while a connection is open)."""
     import threading
 
-    monkeypatch.setattr(nsys, "CHUNK_ROWS", 1)
+    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", 1)
     db = _open(_corner_export(tmp_path / "c.sqlite"))
     before = threading.active_count()
     batches = db.chunked_batches("CUPTI_ACTIVITY_KIND_KERNEL", "start", 2)
@@ -310,25 +310,25 @@ def test_a_chunked_read_left_early_stops_its_threads_and_frees_the_database(
 def test_sparse_rowids_make_a_bounded_number_of_chunk_queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rowids 1 .. 10^12 with six rows: chunks of 2 rowids would be 5 * 10^11 queries; each chunk spans more
     rowids instead, so at most MAX_CHUNKS (+ 1) queries read the table, and every row comes back in order."""
-    monkeypatch.setattr(nsys, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", 2)
     path = _corner_export(tmp_path / "c.sqlite")
     db = sqlite3.connect(path)
     db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = rowid * 200000000000 WHERE rowid > 1")
     db.commit()
     db.close()
     queries = []
-    reader = nsys.Sqlite._reader
+    reader = sqlite_reader.Sqlite._reader
 
     def counted(stmt: object, sql: str) -> pa.RecordBatchReader:
         queries.append(sql)
-        assert len(queries) <= nsys.MAX_CHUNKS + 10, "one query per CHUNK_ROWS rowids"
+        assert len(queries) <= sqlite_reader.MAX_CHUNKS + 10, "one query per CHUNK_ROWS rowids"
         return reader(stmt, sql)
 
-    monkeypatch.setattr(nsys.Sqlite, "_reader", staticmethod(counted))
+    monkeypatch.setattr(sqlite_reader.Sqlite, "_reader", staticmethod(counted))
     db = _open(path)
     try:
         assert _chunked_kernels(db)["start_ns"].to_pylist() == [100, 101, 102, 103, 104, 105]
     finally:
         db.close()
     chunked = [q for q in queries if "rowid >" in q]
-    assert 2 <= len(chunked) <= nsys.MAX_CHUNKS + 1
+    assert 2 <= len(chunked) <= sqlite_reader.MAX_CHUNKS + 1

@@ -30,7 +30,7 @@ Normalizer = Callable[[Path, TraceWriter], dict[str, object]]
 #: format name -> "module:function" (imported lazily so a CPU box never imports torch).
 NORMALIZERS: dict[str, str] = {
     "nsys-sqlite": "pipeline.normalize.nsys:normalize_sqlite",
-    "nsys-rep": "pipeline.normalize.nsys:normalize_rep",
+    "nsys-rep": "pipeline.normalize.nsys_rep:normalize_rep",
     "chrome-trace": "pipeline.normalize.chrome:normalize_chrome",
     "ncu-csv": "pipeline.normalize.ncu:normalize_ncu",
     "layer-shapes": "pipeline.normalize.layers:normalize_layers",

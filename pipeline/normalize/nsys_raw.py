@@ -1,7 +1,7 @@
 """The kernels and runtime calls of an nsys export from its raw columns: sqlite only reads rows as stored,
 the joins are done here over each Arrow batch.
 
-``nsys.kernels_sql`` / ``nsys.api_calls_sql`` give the same rows from one SQL query each, but sqlite then
+``nsys_sql.kernels_sql`` / ``nsys_sql.api_calls_sql`` give the same rows from one SQL query each, but sqlite then
 runs a ``StringIds`` sub-select per name, a GROUP BY of every launch call and a join per kernel: on 1M
 kernels (bench_ranks shape, 8 threads) the query took 3.6 CPU-s against 1.3 for the raw columns
 (benchmarks/results/nsys_normalize_profile.txt). Here the names are looked up in ``StringIds`` read once,
@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 from pipeline.normalize import nsys_map
 from pipeline.normalize.checks import KERNELS_WITHOUT_CALL
 
-if TYPE_CHECKING:  # nsys imports this module
-    from pipeline.normalize.nsys import Sqlite
+if TYPE_CHECKING:
+    from pipeline.normalize.sqlite_reader import Sqlite
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -106,7 +106,7 @@ def _select(columns: list[str]) -> str:
 
 
 def _text(col: pa.Array, strings: Lookup | None) -> pa.Array:
-    """A name column as ``nsys._name`` reads it: a ``StringIds`` id looked up, inline text as it is."""
+    """A name column as ``nsys_sql.name_sql`` reads it: a ``StringIds`` id looked up, inline text as it is."""
     if pa.types.is_integer(col.type):
         return strings.take(col) if strings is not None else col.cast(pa.string())
     if pa.types.is_null(col.type):
@@ -128,7 +128,7 @@ def _strings(db: Sqlite) -> Lookup | None:
 
 
 def _enum(db: Sqlite, enum: str) -> Lookup:
-    """The labels of ``enum``: the export's own table when it has one (as ``nsys._enum_label``), else ours."""
+    """The labels of ``enum``: the export's own table when it has one (as ``nsys_sql.enum_label_sql``), else ours."""
     table = db.table(enum)
     if table is not None and "label" in db.columns(table):
         t = db.arrow(f"SELECT id, label FROM {table}")
@@ -163,7 +163,7 @@ def _int(col: pa.Array) -> pa.Array:
 
 
 class Launches:
-    """The launching call of each correlation id, as ``nsys._launches_cte`` finds it: per (correlation id,
+    """The launching call of each correlation id, as ``nsys_sql._launches_cte`` finds it: per (correlation id,
     process) -- or per correlation id alone when the kernels do not record their process -- the smallest
     ``globalTid`` of the runtime and driver calls with that id. Kept as sorted packed keys
     ``correlationId << 24 | pid`` for a binary search per kernel."""
@@ -227,7 +227,7 @@ class Launches:
 
 
 def kernel_batches(db: Sqlite, counted: dict[str, int] | None = None, readers: int = 1) -> Iterator[pa.RecordBatch]:
-    """The kernels as ``nsys.kernels_sql(db, stored_order=True)`` gives them (``kernel_id`` null), read as
+    """The kernels as ``nsys_sql.kernels_sql(db, stored_order=True)`` gives them (``kernel_id`` null), read as
     stored (by ``readers`` threads); :class:`NotRaw` where this export needs the SQL. Once every batch is read,
     ``counted`` gets the kernels no launching call matches (``checks.KERNELS_WITHOUT_CALL``) where that count
     is exact."""
@@ -269,7 +269,7 @@ def kernel_batches(db: Sqlite, counted: dict[str, int] | None = None, readers: i
 
 
 def api_call_batches(db: Sqlite) -> Iterator[pa.RecordBatch]:
-    """The runtime calls as ``nsys.api_calls_sql(db, stored_order=True)`` gives them (``call_id`` null)."""
+    """The runtime calls as ``nsys_sql.api_calls_sql(db, stored_order=True)`` gives them (``call_id`` null)."""
     t = RUNTIME_TABLE
     cols = db.columns(t)
     strings = _strings(db)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from pipeline.normalize.nsys import Sqlite
+    from pipeline.normalize.sqlite_reader import Sqlite
     from pipeline.store import TraceWriter
 
 #: Environment variables naming the global rank, in the order they are trusted (a launcher's own first:
