@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import BadInputError
-from pipeline.normalize import chrome_decode, normalize_file
+from pipeline.normalize import chrome_decode, chrome_events, normalize_file
 from pipeline.normalize.chrome import short_name
 from pipeline.schema import TABLES
 from tests.conftest import SMALLCNN, q
@@ -92,7 +92,7 @@ def test_us_to_ns_bound_and_decimal_fallback(tmp_path: Path) -> None:
     assert [round(float(v) * 1000) for v in vals] == [4452023376189810, 4425857895685304, 4461773442257108]
     # Up to just below 2**43 us the split is exact for every 3-decimal value...
     vals += [Decimal("8796093022207.999"), Decimal("5357790672405.161"), Decimal("0.001"), Decimal("-3.5")]
-    assert chrome_decode._us_to_ns(np.array([float(v) for v in vals])).tolist() == [ns(v) for v in vals]
+    assert chrome_events._us_to_ns(np.array([float(v) for v in vals])).tolist() == [ns(v) for v in vals]
     # ...above it a trace is decoded again with Decimal fields: shift the sample past 2**43 us.
     trace = raw_trace(float)
     shift = Decimal("4000000000000.000")
@@ -294,9 +294,9 @@ def test_layouts_and_chunking_give_the_same_tables(chrome_out: Path, tmp_path: P
         assert q(out, "SELECT source_sha256 FROM trace_meta") == [(hashlib.sha256(path.read_bytes()).hexdigest(),)]
 
 
-def _pieces_both_ways(events: list[dict]) -> tuple[chrome_decode.Piece, chrome_decode.Piece]:
+def _pieces_both_ways(events: list[dict]) -> tuple[chrome_events.Piece, chrome_events.Piece]:
     chunk = json.dumps(events).encode()
-    return chrome_decode.decode_piece(chunk), chrome_decode.Piece(chrome_decode._GENERAL.decode(chunk))
+    return chrome_events.decode_piece(chunk), chrome_events.Piece(chrome_events._GENERAL.decode(chunk))
 
 
 def test_one_pass_decode_equals_the_general_decode() -> None:
@@ -304,7 +304,7 @@ def test_one_pass_decode_equals_the_general_decode() -> None:
     # so the one-pass (tagged) decode takes them, and each table equals the two-pass decode's.
     events = [e for e in raw_trace(float)["traceEvents"] if "cat" in e]
     assert len(events) == 389 - 60
-    chrome_decode._TAGGED.decode(json.dumps(events).encode())  # validates: the fast path is the one under test
+    chrome_events._TAGGED.decode(json.dumps(events).encode())  # validates: the fast path is the one under test
     fast, general = _pieces_both_ways(events)
     assert sorted(fast.tables) == ["cpu_op", "cuda_runtime", "kernel", "python_function"]
     assert {c: t.num_rows for c, t in fast.tables.items()} == {
@@ -329,8 +329,8 @@ def test_events_the_one_pass_decode_rejects_go_the_general_way(change: dict) -> 
     events = [e for e in raw_trace(float)["traceEvents"] if "cat" in e]
     i = next(i for i, e in enumerate(events) if e["cat"] == "cpu_op")
     events[i] = {**events[i], **change}
-    with pytest.raises(chrome_decode.msgspec.ValidationError):
-        chrome_decode._TAGGED.decode(json.dumps(events).encode())
+    with pytest.raises(chrome_events.msgspec.ValidationError):
+        chrome_events._TAGGED.decode(json.dumps(events).encode())
     fast, general = _pieces_both_ways(events)
     assert fast.tables.keys() == general.tables.keys()
     for cat, table in general.tables.items():
@@ -440,7 +440,7 @@ def test_integer_epoch_us_past_the_float_bound_are_exact_without_decimal(tmp_pat
     raw = json.loads(text, parse_float=Decimal)
     want = sorted((ns(e["ts"]), ns(e["dur"])) for e in raw["traceEvents"] if e.get("cat") == "kernel")
     assert isinstance(raw["traceEvents"][-1]["ts"], int) and want[0][0] > 2**43 * 1000
-    monkeypatch.setattr(chrome_decode, "_EXACT", None)  # the Decimal route would now fail
+    monkeypatch.setattr(chrome_events, "_EXACT", None)  # the Decimal route would now fail
     out = tmp_path / "out"
     normalize_file(write_trace(trace, tmp_path / "big" / "trace.json"), out)
     assert q(out, "SELECT start_ns, duration_ns FROM kernels ORDER BY 1, 2") == want
@@ -464,12 +464,12 @@ def test_workers_fall_back_to_exact_timestamps(tmp_path: Path, monkeypatch) -> N
 
 _WORKER_PROBE = """
 import gzip, json, sys
-from pipeline.normalize import chrome_decode, forked
+from pipeline.normalize import chrome_decode, chrome_events, forked
 events = [e for e in json.loads(gzip.decompress(open(sys.argv[1], "rb").read()))["traceEvents"] if "cat" in e]
 chunks = [json.dumps(events[i : i + 40]).encode() for i in range(0, len(events), 40)]
 
 def probe(i):
-    rows = sum(t.num_rows for t in chrome_decode.decode_piece(chunks[i]).tables.values())
+    rows = sum(t.num_rows for t in chrome_events.decode_piece(chunks[i]).tables.values())
     return rows, "pandas" in sys.modules
 
 got = list(forked.imap(probe, len(chunks), 2, init=chrome_decode._without_pandas))
@@ -495,9 +495,9 @@ def test_decode_workers_never_import_pandas() -> None:
 def test_raw_json_column_keeps_texts_and_nulls() -> None:
     # As written in the file (escapes untouched), null only where the key was missing.
     texts = b'[[[8,3,64,64],[]], "caf\\u00e9", null, [], ""]'
-    msgspec = chrome_decode.msgspec
+    msgspec = chrome_events.msgspec
     vals = [*msgspec.json.decode(texts, type=list[msgspec.Raw]), msgspec.Raw()]
-    assert chrome_decode._raw_json(vals).to_pylist() == ["[[8,3,64,64],[]]", '"caf\\u00e9"', "null", "[]", '""', None]
+    assert chrome_events._raw_json(vals).to_pylist() == ["[[8,3,64,64],[]]", '"caf\\u00e9"', "null", "[]", '""', None]
 
 
 def test_arrow_pool_is_jemalloc_while_normalizing_and_restored_after(tmp_path: Path, monkeypatch) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.normalize import normalize_file
-from pipeline.normalize.chrome_decode import text_id
+from pipeline.normalize.chrome_events import text_id
 from tests.conftest import SMALLCNN, q
 
 SAMPLE = SMALLCNN / "torch_trace.json.gz"
