@@ -26,7 +26,8 @@ from pipeline.capture.manifest import build_manifest
 from pipeline.capture.runner import load_factory
 from pipeline.cli import main
 from pipeline.errors import BadInputError
-from pipeline.normalize import detect_format, normalize_file
+from pipeline.normalize import normalize_file
+from pipeline.normalize.source import detect_format
 from tests.conftest import SAMPLES, q
 
 

@@ -1,8 +1,8 @@
 """Normalize any supported trace file into the schema of ``pipeline.schema``.
 
-Each source format has one module here; this one detects the format from the
-file's content (not only its name) and runs the matching normalizer inside a
-``TraceWriter``, so a failure leaves nothing half-written.
+Each source format has one module here; this one opens the input (``source.open_input``: its format from
+the file's content, not only its name, its size checked, its sha256 started) and runs the matching
+normalizer inside a ``TraceWriter``, so a failure leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.checks import staged_warnings
-from pipeline.normalize.ncu_pages import other_page
 from pipeline.normalize.ranks import fill_rank
-from pipeline.normalize.source import SQLITE_MAGIC, Sha256Job, check_plain_size, head, sha256_of
+from pipeline.normalize.source import Input, open_input, sha256_of
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import TraceWriter, check_trace_id, committed_file, trace_id_for
 
@@ -35,53 +34,6 @@ NORMALIZERS: dict[str, str] = {
     "ncu-csv": "pipeline.normalize.ncu:normalize_ncu",
     "layer-shapes": "pipeline.normalize.layers:normalize_layers",
 }
-
-
-#: What a file's name promises, checked against what its content is.
-_BY_NAME = {".sqlite": "nsys-sqlite", ".json": "chrome-trace", ".csv": "ncu-csv"}
-_WHAT = {
-    "nsys-sqlite": "an SQLite database",
-    "chrome-trace": "a JSON chrome trace",
-    "ncu-csv": "an ncu CSV",
-    "layer-shapes": "a tracepipe layer_shapes file",
-}
-#: Content formats that keep a name's promise of another (a capture's layer_shapes.json is JSON too).
-_ALSO = {"layer-shapes": "chrome-trace"}
-
-
-def _by_content(first: bytes) -> str | None:
-    if first.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
-    text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # tracepipe capture's side file: its first key
-        return "layer-shapes"
-    if text[:1] in (b"{", b"["):
-        return "chrome-trace"
-    if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first or other_page(text):
-        return "ncu-csv"  # other_page: ncu's session/source pages, refused by the ncu normalizer with the fix
-    return None
-
-
-def detect_format(path: Path) -> str:
-    """The source format of ``path``, from its first bytes; BadInputError if none fits or the name disagrees."""
-    if not path.is_file():
-        raise BadInputError(path, "no such file")
-    if path.stat().st_size == 0:
-        raise BadInputError(path, "file is empty")
-    name = path.name.lower().removesuffix(".gz")
-    if name.endswith((".nsys-rep", ".qdrep", ".qdstrm")):
-        return "nsys-rep"
-    first = head(path)
-    if not first:
-        raise BadInputError(path, "file is empty (after decompression)")
-    found = _by_content(first)
-    promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
-    if promised and found != promised and _ALSO.get(found) != promised:
-        content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"
-        raise BadInputError(path, f"named like {_WHAT[promised]} but {content}")
-    if found is None:
-        raise BadInputError(path, "unrecognised format: expected nsys .sqlite/.nsys-rep, chrome trace JSON or ncu CSV")
-    return found
 
 
 def _normalizer(fmt: str) -> Normalizer:
@@ -122,23 +74,15 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
                     "give this one its own --trace-id, or pass --force to replace it",
                 )
             notes.append(f"replaces trace {tid!r} normalized from {previous['source_path']}")
-    fmt = detect_format(path)
-    check_plain_size(path, fmt)
-    # The file's sha256 is hashed in a child process while the normalizer runs (see Sha256Job), except by
-    # normalizers that hash it themselves while they read it (SELF_HASHED: meta's "source_sha256").
-    digest = None if fmt in SELF_HASHED else Sha256Job(path)
+    opened = open_input(path)
     try:
-        return _normalize(path, fmt, tid, out, digest, notes)
+        return _normalize(opened, tid, out, notes)
     finally:
-        if digest is not None:
-            digest.cancel()
+        opened.close()
 
 
-#: Formats whose normalizer returns the input's sha256 in its meta (chrome: a thread beside its decode).
-SELF_HASHED = frozenset({"chrome-trace"})
-
-
-def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job | None, notes: list[str]) -> Result:
+def _normalize(opened: Input, tid: str, out: Path, notes: list[str]) -> Result:
+    path, fmt = opened.path, opened.format
     with TraceWriter(out, tid) as writer:
         try:
             meta = _normalizer(fmt)(path, writer)
@@ -147,7 +91,7 @@ def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job | No
         warnings = notes + [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
         warnings += staged_warnings(writer)
         fill_rank(path, meta, writer, warnings)
-        sha256 = str(meta.pop("source_sha256")) if digest is None else digest.result()
+        sha256 = opened.sha256(meta)  # before the row is built: a self-hashing normalizer's meta holds it
         writer.write("trace_meta", trace_meta(path, meta, warnings, sha256=sha256))
         writer.commit()
         return Result(path, tid, str(meta.get("source_format", fmt)), dict(writer.rows), warnings=warnings)

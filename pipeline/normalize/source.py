@@ -1,4 +1,8 @@
-"""Reading an input file whatever its wrapping: plain or gzip, checked before parsing."""
+"""Reading an input file whatever its wrapping: plain or gzip, checked before parsing.
+
+:func:`open_input` is the one step that opens an input for a normalizer: its format read from its content,
+its size checked against the limit for formats read whole, and its sha256 started beside the normalizer.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,12 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from pipeline.errors import BadInputError, SettingError, parse_size
+from pipeline.normalize.ncu_pages import other_page
 from pipeline.normalize.sha256 import sha256_of
 
 __all__ = ["sha256_of"]
@@ -199,3 +205,86 @@ class Sha256Job:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.communicate()
+
+
+# --- opening an input ------------------------------------------------------------------------------------
+
+
+#: What a file's name promises, checked against what its content is.
+_BY_NAME = {".sqlite": "nsys-sqlite", ".json": "chrome-trace", ".csv": "ncu-csv"}
+_WHAT = {
+    "nsys-sqlite": "an SQLite database",
+    "chrome-trace": "a JSON chrome trace",
+    "ncu-csv": "an ncu CSV",
+    "layer-shapes": "a tracepipe layer_shapes file",
+}
+#: Content formats that keep a name's promise of another (a capture's layer_shapes.json is JSON too).
+_ALSO = {"layer-shapes": "chrome-trace"}
+
+
+def _by_content(first: bytes) -> str | None:
+    if first.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # tracepipe capture's side file: its first key
+        return "layer-shapes"
+    if text[:1] in (b"{", b"["):
+        return "chrome-trace"
+    if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first or other_page(text):
+        return "ncu-csv"  # other_page: ncu's session/source pages, refused by the ncu normalizer with the fix
+    return None
+
+
+def detect_format(path: Path) -> str:
+    """The source format of ``path``, from its first bytes; BadInputError if none fits or the name disagrees."""
+    if not path.is_file():
+        raise BadInputError(path, "no such file")
+    if path.stat().st_size == 0:
+        raise BadInputError(path, "file is empty")
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith((".nsys-rep", ".qdrep", ".qdstrm")):
+        return "nsys-rep"
+    first = head(path)
+    if not first:
+        raise BadInputError(path, "file is empty (after decompression)")
+    found = _by_content(first)
+    promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
+    if promised and found != promised and _ALSO.get(found) != promised:
+        content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"
+        raise BadInputError(path, f"named like {_WHAT[promised]} but {content}")
+    if found is None:
+        raise BadInputError(path, "unrecognised format: expected nsys .sqlite/.nsys-rep, chrome trace JSON or ncu CSV")
+    return found
+
+
+#: Formats whose normalizer returns the input's sha256 in its meta (chrome: a thread beside its decode).
+SELF_HASHED = frozenset({"chrome-trace"})
+
+
+@dataclass
+class Input:
+    """An input opened for its normalizer: the format its content has, its size already checked, and its sha256
+    being hashed in a child process while the normalizer runs (``digest``; None where the normalizer hashes
+    the file itself while it reads it, :data:`SELF_HASHED`)."""
+
+    path: Path
+    format: str
+    digest: Sha256Job | None
+
+    def sha256(self, meta: dict[str, object]) -> str:
+        """The file's sha256: the child's, or the one the normalizer put in its ``meta`` (taken out of it)."""
+        return str(meta.pop("source_sha256")) if self.digest is None else self.digest.result()
+
+    def close(self) -> None:
+        """Stop the child hashing the file, if it still runs (a failed normalize needs no digest)."""
+        if self.digest is not None:
+            self.digest.cancel()
+
+
+def open_input(path: Path) -> Input:
+    """``path`` opened for its normalizer: its format (:func:`detect_format`), its size checked
+    (:func:`check_plain_size`), its sha256 started (:class:`Sha256Job`); BadInputError when any check fails.
+    Close it (:meth:`Input.close`) when the normalizer is done."""
+    fmt = detect_format(path)
+    check_plain_size(path, fmt)
+    return Input(path, fmt, None if fmt in SELF_HASHED else Sha256Job(path))

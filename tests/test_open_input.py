@@ -1,0 +1,51 @@
+"""``source.open_input``: the one step that opens an input for its normalizer (format from the content, size
+checked, sha256 started), checked against hashlib and the file's own bytes."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import BadInputError
+from pipeline.normalize.source import open_input
+from tests.conftest import SMALLCNN
+
+
+def test_an_nsys_export_is_hashed_beside_its_normalizer() -> None:
+    path = SMALLCNN / "nsys.sqlite.gz"
+    opened = open_input(path)
+    try:
+        assert opened.format == "nsys-sqlite" and opened.digest is not None
+        assert opened.sha256({}) == hashlib.sha256(path.read_bytes()).hexdigest()  # of the file as given, gzip
+    finally:
+        opened.close()
+
+
+def test_a_chrome_trace_takes_its_sha256_from_its_normalizer() -> None:
+    opened = open_input(SMALLCNN / "torch_trace.json.gz")
+    assert opened.format == "chrome-trace" and opened.digest is None
+    meta: dict[str, object] = {"source_sha256": "ab" * 32, "host": "h"}
+    assert opened.sha256(meta) == "ab" * 32
+    assert meta == {"host": "h"}  # taken out: trace_meta has its own column for it
+
+
+def test_a_plain_trace_over_the_limit_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()))
+    monkeypatch.setenv("TRACEPIPE_MAX_INPUT_BYTES", str(plain.stat().st_size - 1))
+    with pytest.raises(BadInputError, match="TRACEPIPE_MAX_INPUT_BYTES"):
+        open_input(plain)
+    monkeypatch.setenv("TRACEPIPE_MAX_INPUT_BYTES", str(plain.stat().st_size))
+    assert open_input(plain).format == "chrome-trace"  # exactly at the limit: accepted
+
+
+def test_a_file_named_like_one_format_holding_another_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "run.sqlite"
+    fake.write_bytes(gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()))
+    with pytest.raises(BadInputError, match="named like an SQLite database but its content looks like a JSON"):
+        open_input(fake)
