@@ -217,3 +217,28 @@ def duckdb_error() -> type[Exception]:
     import duckdb
 
     return duckdb.Error
+
+
+@click.command()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "dot", "mermaid", "markdown"]),
+    default="text",
+    show_default=True,
+    help="text: each view with what it reads, top first, tables last; dot: Graphviz; mermaid: a Mermaid "
+    "flowchart; markdown: docs/views.md (the Mermaid drawing and one line per view and table).",
+)
+def views(fmt: str) -> None:
+    """Draw the view graph: each view of sql/ with the tables and views it reads (its -- Inputs: header),
+    tables at the bottom.
+
+    \b
+    Examples:
+      tracepipe views                                    # the graph as text
+      tracepipe views --format dot | dot -Tsvg -o views.svg
+      tracepipe views --format markdown > docs/views.md  # regenerate the docs page
+    """
+    from pipeline.analyze.graph import draw, read_graph
+
+    click.echo(draw(read_graph(), fmt), nl=False)

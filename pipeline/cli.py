@@ -109,7 +109,7 @@ def _internal(e: BaseException) -> None:
 
 # Each command is defined in a module of its own, registered here (imports stay lazy inside each command): the
 # commands import the library below them, never this module.
-from pipeline.analyze_cli import analyze, sql  # noqa: E402
+from pipeline.analyze_cli import analyze, sql, views  # noqa: E402
 from pipeline.capture.cli import capture  # noqa: E402
 from pipeline.export.cli import export  # noqa: E402
 from pipeline.normalize_cli import normalize  # noqa: E402
@@ -117,7 +117,7 @@ from pipeline.oneshot import run_command  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
 from pipeline.report.diff_cli import diff  # noqa: E402
 
-for command in (normalize, analyze, sql, capture, report, diff, export, run_command):
+for command in (normalize, analyze, sql, views, capture, report, diff, export, run_command):
     main.add_command(command)
 
 if __name__ == "__main__":
