@@ -55,8 +55,8 @@ mutants: .venv/.installed-test
 	$(PY) scripts/mutants.py $(if $(RECORD),--record)
 
 lint: install
-	.venv/bin/ruff check pipeline tests benchmarks
-	.venv/bin/ruff format --check pipeline tests benchmarks
+	.venv/bin/ruff check pipeline tests benchmarks scripts
+	.venv/bin/ruff format --check pipeline tests benchmarks scripts
 
 # Quick sizes; run each script without arguments for the issue-sized runs (minutes).
 bench: install

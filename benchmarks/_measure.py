@@ -188,25 +188,6 @@ def rows_only_in(con, a: str, b: str, params: dict[str, object] | None = None) -
     return ab, ba
 
 
-def differing_parquet(a: Path, b: Path) -> list[str]:
-    """The Parquet files of folder ``a`` whose twin in folder ``b`` holds other rows (:func:`rows_only_in`) or other
-    column names and types; ``["(different file lists)"]`` when the folders hold different files."""
-    import duckdb
-
-    con, bad = duckdb.connect(), []
-    names = sorted(p.name for p in a.glob("*.parquet"))
-    if names != sorted(p.name for p in b.glob("*.parquet")):
-        return ["(different file lists)"]
-    for name in names:
-        files = {"x": str(a / name), "y": str(b / name)}
-        types = [con.execute("DESCRIBE SELECT * FROM read_parquet($p)", {"p": p}).fetchall() for p in files.values()]
-        if types[0] != types[1] or any(
-            rows_only_in(con, "SELECT * FROM read_parquet($x)", "SELECT * FROM read_parquet($y)", files)
-        ):
-            bad.append(name)
-    return bad
-
-
 def median(values: list[float]) -> float:
     """The middle value (upper middle for an even count): one real run, not an average of two."""
     return sorted(values)[len(values) // 2]

@@ -3,7 +3,7 @@ process tree (benchmarks/_measure.py). The input is ``bench_ranks.generate_rank_
 window repeated) at the issue's shape: ``--kernels`` kernels launched from ``--threads`` threads under about
 ``--ranges`` NVTX ranges. Run it under ``taskset -c 0,1`` for the 2-core figure (the children inherit it).
 
-    taskset -c 0,1 python benchmarks/bench_nsys_10m.py --kernels 10000000 --tmp /tmp [--profile-views]
+    taskset -c 0,1 python benchmarks/bench_nsys_10m.py --kernels 10000000 --tmp /tmp
     taskset -c 0,1 python benchmarks/bench_nsys_10m.py --sqlite EXPORT.sqlite --rounds 3   (an export made before)
 Set TRACEPIPE_MEMORY_LIMIT to bound DuckDB in analyze (the figure says which limit it ran under).
 """
@@ -14,7 +14,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,15 +31,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--ranges", type=int, default=1_000_000)
     ap.add_argument("--tmp", default="/tmp")
-    ap.add_argument(
-        "--profile-views", action="store_true", help="then CPU-s per analyze view (profile_analyze_views.py)"
-    )
-    ap.add_argument(
-        "--normalize-profile",
-        action="store_true",
-        help="then normalize once more under profile_nsys_normalize.py: CPU, wall and timeline of each stage",
-    )
-    ap.add_argument("--no-analyze", action="store_true", help="normalize only (with --normalize-profile)")
+    ap.add_argument("--no-analyze", action="store_true", help="normalize only")
     ap.add_argument("--sqlite", type=Path, help="measure this export (made by an earlier run) instead of a new one")
     ap.add_argument("--rounds", type=int, default=1, help="normalize + analyze this many times, then the medians")
     args = ap.parse_args()
@@ -65,14 +56,11 @@ def main() -> None:
         print(f"input: {sqlite} ({sqlite.stat().st_size / 2**20:.0f} MiB sqlite), {made}; {setting}", flush=True)
         tp = [sys.executable, "-m", "pipeline"]
         totals = []
-        for r in range(args.rounds):
+        for _ in range(args.rounds):
             shutil.rmtree(root / "n", ignore_errors=True)
             shutil.rmtree(root / "a", ignore_errors=True)
             n = measure([*tp, "normalize", str(sqlite), "--out", str(root / "n"), "-q"], env=env, cwd=ROOT)
             print(f"normalize  {n.line()}", flush=True)
-            if args.normalize_profile and r == 0:  # where normalize's time goes; is the wall max(parent, child)?
-                profile = [sys.executable, str(ROOT / "benchmarks" / "profile_nsys_normalize.py"), str(sqlite)]
-                print(subprocess.run(profile, env=env, cwd=ROOT, capture_output=True, text=True).stdout, flush=True)
             if args.no_analyze:
                 continue
             a = measure([*tp, "analyze", str(root / "n"), "--out", str(root / "a"), "-q"], env=env, cwd=ROOT)
@@ -86,9 +74,6 @@ def main() -> None:
         if len(totals) > 1:
             wall, cpu, rss = (statistics.median(t[i] for t in totals) for i in range(3))
             print(f"median of {len(totals)} rounds: wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {rss / 1e6:7.0f} MB")
-        if args.profile_views:  # where analyze's CPU goes, view by view, on the same normalized folder
-            profile = [sys.executable, str(ROOT / "benchmarks" / "profile_analyze_views.py"), str(root / "n")]
-            print(subprocess.run(profile, env=env, cwd=ROOT, capture_output=True, text=True).stdout, flush=True)
 
 
 if __name__ == "__main__":

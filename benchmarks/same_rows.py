@@ -5,8 +5,8 @@ their column names and types.
     python benchmarks/same_rows.py VIEW OTHER.sql NORMALIZED [NORMALIZED ...] [--written DIR]
 
 Every other view is created from sql/ as analyze creates it. ``--written DIR`` (one NORMALIZED only): the view's
-inputs read from their Parquet files in DIR as a big analyze reads them (profile_view_operators.py's
-connect_with_inputs), for a 10M-kernel input whose whole tree of views would be recomputed twice otherwise.
+inputs read from their Parquet files in DIR as a big analyze reads them (scratch inputs DIR lacks are computed
+once into DIR/.scratch/), for a 10M-kernel input whose whole tree of views would be recomputed twice otherwise.
 Prints per folder the rows of each and of each difference; exits 1 when any differs.
 """
 
@@ -21,7 +21,27 @@ sys.path.insert(0, str(ROOT))
 
 import pipeline.analyze as an  # noqa: E402
 from benchmarks._measure import rows_only_in  # noqa: E402
-from benchmarks.profile_view_operators import connect_with_inputs  # noqa: E402
+from pipeline.analyze import write  # noqa: E402
+
+
+def connect_with_inputs(normalized: Path, written: Path, view: str):  # type: ignore[no-untyped-def]
+    """A connection where every view ``view`` reads is its written Parquet file (scratch ones computed once)."""
+    con = an.connect(normalized, views=[])
+    files = an.view_files()
+    scratch = written / ".scratch"
+    for v in an.needed_views([view]):
+        if v == view:
+            break
+        con.execute(f"CREATE OR REPLACE VIEW {v} AS {an._body(files[v])}")
+        path = written / f"{v}.parquet"
+        if not path.exists():
+            path = scratch / f"{v}.parquet"
+            if not path.exists():
+                scratch.mkdir(exist_ok=True)
+                print(f"computing {v} into {path}", flush=True)
+                write._copy(con, v, path, "parquet")
+        write._read_back(con, v, path)
+    return con
 
 
 def differences(con, a_sql: str, b_sql: str) -> tuple[int, int, int, int, bool]:  # type: ignore[no-untyped-def]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -71,45 +70,3 @@ def test_provenance_names_command_and_commit() -> None:
     text = provenance(["python", "benchmarks/x.py", "--n", "3"])
     assert "# command: python benchmarks/x.py --n 3" in text
     assert "# commit:  " in text
-
-
-def test_before_after_runs_each_trees_own_code_whatever_the_callers_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """bench_run_before_after measures the tree it is given even when called from inside another checkout
-    (``python -m`` puts the working folder ahead of PYTHONPATH: both sides once ran the caller's code)."""
-    from benchmarks import bench_run_before_after as bench
-
-    for name in ("before", "after"):  # a stand-in `tracepipe run` that writes which tree it is
-        pkg = tmp_path / name / "pipeline"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "cli.py").write_text(
-            "import pathlib, sys\n"
-            "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1]) / 'analysis'\n"
-            "out.mkdir(parents=True)\n"
-            f"(out / 'tree.txt').write_text({name!r})\n"
-        )
-    work = tmp_path / "runs"
-    work.mkdir()
-    monkeypatch.chdir(tmp_path / "after")  # the caller sits in the other tree, as in a checkout
-    bench.run(tmp_path / "before", tmp_path / "trace.json", work / "before", work / "pyc")
-    assert (work / "before" / "analysis" / "tree.txt").read_text() == "before"
-
-
-def test_differing_parquet_names_files_with_other_rows_types_or_names(tmp_path: Path) -> None:
-    import duckdb
-
-    from benchmarks._measure import differing_parquet
-
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    con = duckdb.connect()
-    for folder, dup, typ in ((a, 1, "BIGINT"), (b, 2, "INTEGER")):
-        con.execute(f"COPY (SELECT 1 AS x UNION ALL SELECT {dup}) TO '{folder / 'rows.parquet'}'")
-        con.execute(f"COPY (SELECT CAST(1 AS {typ}) AS x) TO '{folder / 'types.parquet'}'")
-        con.execute(f"COPY (SELECT 7 AS x) TO '{folder / 'same.parquet'}'")
-    assert differing_parquet(a, b) == ["rows.parquet", "types.parquet"]  # a bag: {1, 1} is not {1, 2}
-    (b / "types.parquet").rename(b / "other.parquet")
-    assert differing_parquet(a, b) == ["(different file lists)"]
