@@ -1,4 +1,5 @@
-"""The README's wheel install, Python API session and shell session, run as written."""
+"""The documented sessions, run as written: README's Python API session, the shell session of docs/sql.md and
+the wheel install of docs/install.md."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ import pytest
 from pipeline.normalize import normalize_file
 from tests.conftest import ROOT, SMALLCNN
 
-README = (ROOT / "README.md").read_text()
+README = ROOT / "README.md"
 
 
-def block(heading: str, fence: str) -> str:
-    """The first fenced block of ``fence`` kind under ``## heading``."""
-    section = README.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+def block(heading: str, fence: str, doc: Path = README) -> str:
+    """The first fenced block of ``fence`` kind under ``## heading`` of ``doc``."""
+    section = doc.read_text().split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return re.search(rf"```{fence}\n(.*?)```", section, flags=re.S).group(1)
 
 
@@ -50,7 +51,8 @@ def test_python_api_session(build_dir: Path, nsys_sqlite: Path) -> None:
 
 
 def test_shell_session(build_dir: Path) -> None:
-    lines = [line[2:] for line in block("The SQL shell", "").splitlines() if line.startswith(("D ", "· "))]
+    session = block("The SQL shell", "", ROOT / "docs" / "sql.md")
+    lines = [line[2:] for line in session.splitlines() if line.startswith(("D ", "· "))]
     r = subprocess.run(
         [sys.executable, "-m", "tracepipe", "sql", "build/normalized"],
         input="\n".join(lines) + "\n",
@@ -64,8 +66,8 @@ def test_shell_session(build_dir: Path) -> None:
 
 
 def test_wheel_install_is_what_the_packaging_test_runs() -> None:
-    """tests/test_packaging.py builds with `python -m build` and installs the wheel it made; the README says so."""
-    commands = block("Install from a wheel", "sh")
+    """tests/test_packaging.py builds with `python -m build` and installs the wheel it made; docs/install.md says so."""
+    commands = block("Install from a wheel", "sh", ROOT / "docs" / "install.md")
     assert "python -m build" in commands
     from pipeline import __version__
 
