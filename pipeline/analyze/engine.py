@@ -155,7 +155,7 @@ def connect(
     extension installed or loaded, no setting changed (the configuration is locked). Inside the folder
     DuckDB's sandbox would still let COPY/ATTACH/EXPORT write, so the connection comes wrapped in a
     :class:`~pipeline.analyze.readonly.ReadOnlyConnection`, whose SQL entry points refuse every statement
-    that is not a query (:func:`reading_statements`).
+    that is not a query (:func:`~pipeline.analyze.readonly.reading_statements`).
     """
     normalized = Path(normalized)
     if not normalized.is_dir() or not trace_ids(normalized):
