@@ -56,6 +56,7 @@ from pipeline.errors import BadInputError
 from pipeline.lean import block_pandas
 from pipeline.normalize import forked
 from pipeline.normalize.chrome_map import (
+    CAPTURE_MARK,
     CATEGORIES,
     COLUMNS,
     DEVICE_FIELDS,
@@ -221,6 +222,7 @@ def _trace_struct() -> type[msgspec.Struct]:
             *[(key, list[_Device] | None, None) for key in DEVICE_KEYS],
             ("distributedInfo", _Distributed | None, None),
             ("baseTimeNanoseconds", _I64Json | None, None),
+            (CAPTURE_MARK, msgspec.Raw, _F(default=_NO_RAW)),
             *versions,
         ],
         gc=False,
