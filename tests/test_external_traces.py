@@ -95,14 +95,16 @@ def per_range(
     kernels: list[tuple], launches: dict, ranges: dict[object, list], backward: dict | None = None
 ) -> Counter:
     """kernels: (launch key, ...); launches: key -> (thread, t); ranges: thread -> [(start, end, text)];
-    backward: thread -> [(start, end)] of backward ops (kernels launched inside count as `backward`)."""
+    backward: thread -> [(start, end)] of backward ops (kernels launched inside count as `backward`, and so do
+    kernels launched anywhere on a thread that runs backward nodes: autograd's engine thread)."""
     by_thread = {k: sorted(v, key=lambda r: (r[0], -r[1])) for k, v in ranges.items()}
     starts = {k: [r[0] for r in v] for k, v in by_thread.items()}
+    engine = set((backward or {}).get("engine threads", ()))
     out: Counter = Counter()
     for key in kernels:
         launch = launches.get(key)
         text = None
-        if launch is not None and in_spans(backward or {}, launch[0], launch[1]):
+        if launch is not None and (in_spans(backward or {}, launch[0], launch[1]) or launch[0] in engine):
             out["## pass backward ##"] += 1
             continue
         if launch is not None and launch[0] in by_thread:
@@ -154,6 +156,8 @@ def chrome_expected(path: Path) -> dict:
             )
         ):
             backward[(thread(o["pid"]), thread(o["tid"]))].append((ns(o["ts"]), ns(o["ts"]) + ns(o["dur"])))
+        if (a.get("Fwd thread id") or 0) > 0:  # a backward node: its thread is autograd's engine thread
+            backward["engine threads"].append((thread(o["pid"]), thread(o["tid"])))
     kernels = by_kind["kernel"]
     return {
         "kernels": len(kernels),
