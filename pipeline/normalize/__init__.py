@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import BadInputError
-from pipeline.normalize.checks import staged_warnings
+from pipeline.normalize.checks import layer_warnings, staged_warnings
 from pipeline.normalize.ncu_pages import other_page
 from pipeline.normalize.ranks import fill_rank
 from pipeline.normalize.source import SQLITE_MAGIC, Sha256Job, check_plain_size, head, sha256_of
@@ -146,6 +146,7 @@ def _normalize(path: Path, fmt: str, tid: str, out: Path, digest: Sha256Job | No
             raise BadInputError(path, damaged_reason(e)) from e
         warnings = notes + [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
         warnings += staged_warnings(writer)
+        warnings += layer_warnings(writer, str(meta.get("source_format", fmt)))
         fill_rank(path, meta, writer, warnings)
         sha256 = str(meta.pop("source_sha256")) if digest is None else digest.result()
         writer.write("trace_meta", trace_meta(path, meta, warnings, sha256=sha256))
