@@ -34,6 +34,7 @@ PY_TABLES: dict[str, str] = {
     "gpu_names": "pipeline.analyze.arch:gpu_names_table",
     "kernel_tile_patterns": "pipeline.analyze.tiles:tile_patterns_table",
     "ncu_display_names": "pipeline.analyze.ncu_names:display_names_table",
+    "layer_hints": "pipeline.layer_hints:layer_hints_table",
     "device_override": "pipeline.analyze.arch:device_override_table",  # replaced by connect(device=...)
 }
 

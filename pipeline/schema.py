@@ -13,7 +13,7 @@ import pyarrow as pa
 
 #: Minor: columns added (older outputs read with nulls there, and are re-normalized by incremental runs);
 #: major: a column changed meaning or type (readers refuse a newer major).
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 _TRACE = pa.field("trace_id", pa.string(), nullable=False)
 
@@ -247,6 +247,13 @@ GRAPH_LAUNCHES = _schema(
     ("pid", i64),
 )
 
+#: Named CPU threads (nsys ``ThreadNames``): autograd's engine runs backward on threads named ``pt_autograd_N``.
+THREADS = _schema(
+    ("pid", i64),
+    ("tid", i64),
+    ("name", s),
+)
+
 #: One row per module call of one forward pass, from the capture's ``layer_shapes.json``:
 #: shapes and analytic MACs beside each range, keyed by the range text (``layer``) and call index.
 LAYER_SHAPES = _schema(
@@ -286,6 +293,7 @@ TABLES: dict[str, pa.Schema] = {
     "layer_shapes": LAYER_SHAPES,
     "graph_nodes": GRAPH_NODES,
     "graph_launches": GRAPH_LAUNCHES,
+    "threads": THREADS,
 }
 
 #: One line per table for ``--help``, the shell's ``.tables`` and the Python API; the same words head each
@@ -305,6 +313,7 @@ DESCRIPTIONS: dict[str, str] = {
     "layer_shapes": "one row per module call of one forward pass (`layer_shapes.json` of `tracepipe capture`)",
     "graph_nodes": "CUDA graph nodes as nsys saw them made (`CUDA_GRAPH_NODE_EVENTS`)",
     "graph_launches": "whole-graph executions recorded without their kernels (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`)",
+    "threads": "named CPU threads (nsys `ThreadNames`)",
 }
 
 

@@ -1,9 +1,10 @@
 -- analysis_warnings: counted warnings about values the analysis could not use, one row per (trace, view, kind).
 -- Inputs:  device_limits (duplicate_rows, rejected_trace_values, issue), kernel_occupancy (occupancy_issue,
---          which carries kernel_geometry's launch_issue first)
--- Output:  trace_id, view ('device_limits' | 'kernel_occupancy'), device_id, count (rows concerned: dropped
---          device rows, replaced values, devices, kernels), message (what and what was done), example_kernel_id
---          (one kernel concerned; NULL for device rows)
+--          which carries kernel_geometry's launch_issue first), layer_coverage (lack, meaning, fix)
+-- Output:  trace_id, view ('device_limits' | 'kernel_occupancy' | 'layer_coverage'), device_id, count (rows
+--          concerned: dropped device rows, replaced values, devices, kernels; 1 for a trace's coverage), message
+--          (what and what was done, or what the trace lacks and the capture that gives it), example_kernel_id
+--          (one kernel concerned; NULL for device rows and coverage)
 -- Rule: nothing here fails a run; `tracepipe analyze` prints each row as one warning line.  Kernel issues are
 -- grouped by their text up to the first ':' (the kind), so one odd register count per kernel stays one line.
 SELECT trace_id, 'device_limits' AS view, device_id, duplicate_rows AS count,
@@ -28,3 +29,9 @@ SELECT trace_id, 'kernel_occupancy', device_id, count(*),
        min(kernel_id)
 FROM kernel_occupancy WHERE occupancy_issue IS NOT NULL
 GROUP BY trace_id, device_id, split_part(occupancy_issue, ':', 1)
+UNION ALL
+SELECT trace_id, 'layer_coverage', NULL, 1,
+       no_layer_pct || '% of GPU time (' || round(no_layer_ns / 1e6, 3) || ' of ' || round(gpu_ns / 1e6, 3)
+           || ' ms) has no layer: ' || coalesce(meaning, lack) || coalesce('; fix: ' || fix, ''),
+       NULL
+FROM layer_coverage WHERE lack IS NOT NULL

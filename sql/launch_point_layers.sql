@@ -5,7 +5,7 @@
 -- analyze: staged (inputs analyzed through Parquet: computed into a file of its own although one view reads it,
 --          so that its joins and its reader's do not hold DuckDB's memory at once; 10M kernels: gpu_op_attribution
 --          53-65 -> 31 CPU-s, 14.9 GB spilled -> 1 GB, benchmarks/results/gpu_op_attribution_staged.txt)
--- Inputs:  gpu_op_launches, ops, nvtx_ranges
+-- Inputs:  gpu_op_launches, ops, nvtx_ranges, threads
 -- Output, one row per distinct (trace_id, pid, tid, launch_start_ns) of gpu_op_launches:
 --          trace_id, pid, tid, launch_start_ns (ns, CPU clock): the launch point (launch_pid / launch_tid of
 --                     gpu_op_launches)
@@ -39,7 +39,13 @@
 --     backward op linked to no forward op: `backward`, in the range open at the launch if any (PyTorch 1.9's
 --     resnet50 sample: 966 kernels that had no pass).
 -- (3) Optimizer: a launch inside an optimizer step (`optimizer` range of tracepipe capture, PyTorch's own
---     `Optimizer.step#<Class>.step` range or op) is `optimizer`, on the outermost such range's path.
+--     `Optimizer.step#<Class>.step` range or op, nsys --pytorch=functions-trace's `torch.optim.<Class>.step` op) is
+--     `optimizer`, on the outermost such range's path.
+-- (4) Backward threads: a launch on a thread of autograd's engine that no rule above gives a pass is `backward`
+--     (in the range open at the launch, if any): a thread named `pt_autograd_<N>` (threads: nsys ThreadNames) or
+--     one the trace records backward ops on (`Fwd thread id` > 0).  A plain `nsys profile` of a training script
+--     has no op to link backward work by, yet its autograd thread says what the work is.
+-- Precedence: optimizer (3), then a backward op (2), then a backward thread (4), then forward (1).
 WITH RECURSIVE seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates.
                               -- Gradient accumulation into .grad (AccumulateGrad) is a node of the engine
                               -- with no sequence number: backward, linked to no forward op
@@ -173,7 +179,13 @@ opt_ranges AS (   -- optimizer steps: ranges (outermost of nested ones) and PyTo
     )
     WHERE prev_end IS NULL OR prev_end < end_ns
     UNION ALL
-    SELECT trace_id, pid, tid, start_ns, end_ns, NULL AS range_id FROM ops WHERE name LIKE 'Optimizer.step#%'
+    SELECT trace_id, pid, tid, start_ns, end_ns, NULL AS range_id FROM ops
+    WHERE name LIKE 'Optimizer.step#%' OR regexp_matches(name, '^torch\.optim\.\w+\.step$')
+),
+bwd_threads AS (   -- rule (4): threads of autograd's engine
+    SELECT DISTINCT trace_id, pid, tid FROM threads WHERE name LIKE 'pt\_autograd\_%' ESCAPE '\'
+    UNION
+    SELECT DISTINCT trace_id, pid, tid FROM ops WHERE fwd_thread_id > 0
 ),
 in_bwd AS (   -- launch points inside a backward op (none in an inference trace: the joins below stay small)
     SELECT q.trace_id, q.pid, q.tid, q.t, b.bwd_op_id, b.start_ns AS bwd_start_ns, b.fwd_op_id,
@@ -212,11 +224,13 @@ decided AS (
            CASE
                WHEN oc.t IS NOT NULL THEN 'optimizer'
                WHEN bd.bwd_op_id IS NOT NULL THEN 'backward'
+               WHEN bt.tid IS NOT NULL THEN 'backward'
                WHEN a.range_id IS NOT NULL THEN 'forward'
            END AS pass
     FROM attributed a
     LEFT JOIN bwd_decided bd USING (trace_id, pid, tid, t)
     LEFT JOIN opt_ctx oc USING (trace_id, pid, tid, t)
+    LEFT JOIN bwd_threads bt ON bt.trace_id = a.trace_id AND bt.pid IS NOT DISTINCT FROM a.pid AND bt.tid = a.tid
 )
 SELECT trace_id, pid, tid, t AS launch_start_ns, range_id, pass, bwd_op_id, fwd_op_id
 FROM decided

@@ -198,7 +198,10 @@ def test_chrome_normalize_opens_one_duckdb_database_per_trace(tmp_path: Path, mo
     trace = SAMPLES / "external" / "tracelens_mi300_resnet_act_checkpoint.json.gz"
     rows = normalize_file(trace, tmp_path / "out").rows
     stacks = q(tmp_path / "out", "SELECT count(call_stack) FROM ops")[0][0]
-    assert rows["nvtx_ranges"] == 45 and stacks > 0  # both steps that used to open their own ran
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    frames = sum(e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ") for e in events)
+    assert frames == 450 and rows["nvtx_ranges"] == 45 + frames and stacks > 0  # both steps that used to open
+    # their own ran: the 45 record_function ranges and the module frames, nested by the same engine
     assert opened == ["pipeline.normalize.chrome"]
 
 

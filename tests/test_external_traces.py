@@ -5,12 +5,13 @@ The expected side never calls the pipeline: chrome traces are read with ``json``
 so every ns is exact) and nsys exports with ``sqlite3``.  Per-annotation counts follow the attribution rule
 written out in plain Python: a kernel belongs to the innermost range open on its launching CPU thread at
 the moment of the launching call (the first call with the kernel's correlation id, in the same process).
-Exact duplicate events (the same JSON object twice) count once.  Kernels launched inside an autograd backward op
-(an op with a sequence number that is a backward node: `Fwd thread id` > 0, `...Backward0`, or an
-`autograd::engine::evaluate_function:` wrapping one; or gradient accumulation, `torch::autograd::AccumulateGrad`,
-which has no sequence number) take their forward op's layer (tests/test_training.py checks
-that link): here they are counted apart, as `backward`.  emit_nvtx op ranges of nsys exports (`name, seq = N`,
-`name, op_id = M`, `aten::...`) are ops, not layers.
+Exact duplicate events (the same JSON object twice) count once.  Module frames (`python_function`
+events `nn.Module: <Class>_<n>` of traces recorded with stacks) are ranges named `<Class>_<n>`.
+Kernels launched inside an autograd backward op (an op with a sequence number that is a backward node:
+`Fwd thread id` > 0, `...Backward0`, or an `autograd::engine::evaluate_function:` wrapping one; or gradient
+accumulation, `torch::autograd::AccumulateGrad`, which has no sequence number) take their forward op's layer
+(tests/test_training.py checks that link): here they are counted apart, as `backward`.  emit_nvtx op ranges
+of nsys exports (`name, seq = N`, `name, op_id = M`, `aten::...`) are ops, not layers.
 
 Suite time: the 54 MB HTA trace is tested in full too (about 10 s on 2 cores); each file is normalized and
 read once per module.
@@ -80,6 +81,9 @@ ACCUMULATE_GRAD = (
     "torch::autograd::AccumulateGrad",
     "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
 )
+#: A module call's Python frame in a trace recorded with stacks, and Inductor's marker around a compiled graph's call.
+MODULE_FRAME = "nn.Module: "
+COMPILED_GRAPH_CALL = re.compile(r"## Call CompiledFxGraph \S+ ##")
 OP_RANGE = re.compile(r", (seq|op_id) = \d+|^(aten|autograd|prim|c10d|profiler)::")
 
 
@@ -91,14 +95,16 @@ def per_range(
     kernels: list[tuple], launches: dict, ranges: dict[object, list], backward: dict | None = None
 ) -> Counter:
     """kernels: (launch key, ...); launches: key -> (thread, t); ranges: thread -> [(start, end, text)];
-    backward: thread -> [(start, end)] of backward ops (kernels launched inside count as `backward`)."""
+    backward: thread -> [(start, end)] of backward ops (kernels launched inside count as `backward`, and so do
+    kernels launched anywhere on a thread that runs backward nodes: autograd's engine thread)."""
     by_thread = {k: sorted(v, key=lambda r: (r[0], -r[1])) for k, v in ranges.items()}
     starts = {k: [r[0] for r in v] for k, v in by_thread.items()}
+    engine = set((backward or {}).get("engine threads", ()))
     out: Counter = Counter()
     for key in kernels:
         launch = launches.get(key)
         text = None
-        if launch is not None and in_spans(backward or {}, launch[0], launch[1]):
+        if launch is not None and (in_spans(backward or {}, launch[0], launch[1]) or launch[0] in engine):
             out["## pass backward ##"] += 1
             continue
         if launch is not None and launch[0] in by_thread:
@@ -114,10 +120,15 @@ def chrome_expected(path: Path) -> dict:
         if e.get("ph") != "X":
             continue
         kind = next((k for k, cats in KINDS.items() if e.get("cat") in cats), None)
-        if kind is None:
-            continue
         if kind == "cpu_op" and e["name"].startswith(TORCH_RANGES):
             kind = "annotation"
+        if kind is None and e.get("cat") == "python_function" and e["name"].startswith(MODULE_FRAME):
+            kind = "annotation"  # a module call's frame (with_stack=True) is a layer range, named without prefix
+            e = {**e, "name": e["name"].removeprefix(MODULE_FRAME)}
+        if kind == "annotation" and COMPILED_GRAPH_CALL.fullmatch(e["name"]):
+            kind = "cpu_op"  # Inductor's marker around a compiled graph's call is no layer
+        if kind is None:
+            continue
         text = json.dumps(e, sort_keys=True, default=str)
         if text not in seen:  # an exact duplicate counts once
             seen.add(text)
@@ -145,6 +156,8 @@ def chrome_expected(path: Path) -> dict:
             )
         ):
             backward[(thread(o["pid"]), thread(o["tid"]))].append((ns(o["ts"]), ns(o["ts"]) + ns(o["dur"])))
+        if (a.get("Fwd thread id") or 0) > 0:  # a backward node: its thread is autograd's engine thread
+            backward["engine threads"].append((thread(o["pid"]), thread(o["tid"])))
     kernels = by_kind["kernel"]
     return {
         "kernels": len(kernels),

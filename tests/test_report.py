@@ -193,7 +193,7 @@ def test_demo_pipeline_on_every_sample(tmp_path: Path) -> None:
     r = tp("report", analysed, "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
-    timelines = {p.parent.name for p in SAMPLES.glob("*/nsys.sqlite.gz")} | {
+    timelines = {p.parent.name for p in SAMPLES.glob("*/*.sqlite.gz")} | {
         p.parent.name for p in SAMPLES.glob("*/torch_trace.json.gz")
     }
     timelines |= {"external"}  # sample_traces/external/: other projects' traces, trace ids external.<name>

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import BadInputError
-from pipeline.normalize.checks import staged_warnings
+from pipeline.normalize.checks import layer_warnings, staged_warnings
 from pipeline.normalize.ranks import fill_rank
 from pipeline.normalize.source import Input, open_input, sha256_of
 from pipeline.schema import SCHEMA_VERSION
@@ -90,6 +90,7 @@ def _normalize(opened: Input, tid: str, out: Path, notes: list[str]) -> Result:
             raise BadInputError(path, damaged_reason(e)) from e
         warnings = notes + [str(w) for w in meta.pop("warnings", [])]  # type: ignore[union-attr]
         warnings += staged_warnings(writer)
+        warnings += layer_warnings(writer, str(meta.get("source_format", fmt)))
         fill_rank(path, meta, writer, warnings)
         sha256 = opened.sha256(meta)  # before the row is built: a self-hashing normalizer's meta holds it
         writer.write("trace_meta", trace_meta(path, meta, warnings, sha256=sha256))

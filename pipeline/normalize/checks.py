@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.layer_hints import NOT_LAYERS, no_layer_warning
 from pipeline.lean import duckdb_connect
 from pipeline.store import TraceWriter
 
@@ -69,3 +73,16 @@ def staged_warnings(writer: TraceWriter) -> list[str]:
     if con is not None:
         con.close()
     return out
+
+
+def layer_warnings(writer: TraceWriter, source_format: str) -> list[str]:
+    """One warning when the trace has GPU work and no range that could be a layer (every range a step or an
+    optimizer step, or none), with the capture that would give it layers (``layer_hints``)."""
+    if not any(writer.rows.get(t, 0) for t in ("kernels", "memcpy", "memset")):
+        return []
+    if writer.rows.get("nvtx_ranges", 0):
+        ranges = pq.read_table(writer.staged_file("nvtx_ranges"), columns=["kind", "text"])
+        cpu = ranges.filter(pc.not_equal(ranges["kind"], "gpu"))
+        if not pc.all(pc.fill_null(pc.match_substring_regex(cpu["text"], NOT_LAYERS), True)).as_py():
+            return []
+    return [no_layer_warning(source_format)]

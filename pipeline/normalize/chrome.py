@@ -10,6 +10,7 @@ per-event dicts or pandas.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -27,18 +28,22 @@ from pipeline.lean import duckdb_connect
 from pipeline.normalize.checks import count_in
 from pipeline.normalize.chrome_decode import Collected, decode, versions
 from pipeline.normalize.chrome_map import (
+    CAPTURE_MARK,
     DEVICE_FIELDS,
     DEVICE_KEYS,
     MEMCPY_KINDS,
+    MODULE_FRAME_PREFIXES,
     OTHER_WRITERS,
+    RANGES_THAT_ARE_OPS,
     RANGES_WRITTEN_AS_OPS,
     RECORD_WITH_KINETO,
 )
 from pipeline.normalize.nesting import call_stacks, with_nesting
 from pipeline.store import TraceWriter
 
-#: One pattern for every name of ``RANGES_WRITTEN_AS_OPS``.
+#: One pattern for every name of ``RANGES_WRITTEN_AS_OPS``, and of ``RANGES_THAT_ARE_OPS``.
 _RANGE_NAMES = "|".join(f"(?:{pattern})" for pattern in RANGES_WRITTEN_AS_OPS)
+_OP_NAMES = "|".join(f"(?:{pattern})" for pattern in RANGES_THAT_ARE_OPS)
 
 # --- kernel short names ------------------------------------------------------------------------------
 
@@ -172,15 +177,59 @@ def _ops(ops: pa.Table, py: pa.Table | None) -> pa.Table:
     return ops
 
 
-def _ranges(user: pa.Table | None, gpu: pa.Table | None) -> pa.Table | None:
+def _starts_with_any(values: pa.Array, prefixes: tuple[str, ...]) -> pa.Array:
+    hits = [pc.starts_with(values, prefix) for prefix in prefixes]
+    return hits[0] if len(hits) == 1 else pc.or_(hits[0], _starts_with_any(values, prefixes[1:]))
+
+
+def _module_frames(frames: pa.Table | None) -> pa.Table | None:
+    """The Python frames of ``nn.Module`` calls (``MODULE_FRAME_PREFIXES``), named ``<Class>_<n>`` without the
+    prefix; None when the trace has none (recorded without ``with_stack``).  Names are tested once per distinct
+    name: ``python_function`` names stay dictionary-encoded (one dictionary), and most frames are no module."""
+    if frames is None or not frames.num_rows:
+        return None
+    chunks = frames["name"].chunks
+    if pa.types.is_dictionary(frames.schema.field("name").type):
+        mask = pa.chunked_array(
+            [_starts_with_any(c.dictionary, MODULE_FRAME_PREFIXES).take(c.indices) for c in chunks], pa.bool_()
+        )
+    else:
+        mask = pa.chunked_array([_starts_with_any(c, MODULE_FRAME_PREFIXES) for c in chunks], pa.bool_())
+    if not pc.any(mask).as_py():
+        return None
+    modules = frames.filter(mask)
+    text = pc.cast(modules["name"], pa.string())
+    for prefix in MODULE_FRAME_PREFIXES:
+        text = pc.replace_substring_regex(text, f"^{re.escape(prefix)}", "")
+    return modules.select(["pid", "tid", "start_ns", "end_ns", "duration_ns"]).append_column("name", text)
+
+
+def _ranges_as_ops(user: pa.Table | None, ops: pa.Table | None) -> tuple[pa.Table | None, pa.Table | None]:
+    """``user`` (the ``user_annotation`` ranges) without the markers of ``RANGES_THAT_ARE_OPS``, and ``ops`` with
+    them (as ops with no sequence number)."""
+    if user is None:
+        return user, ops
+    is_op = pc.match_substring_regex(user["name"], _OP_NAMES)
+    if not pc.any(is_op).as_py():
+        return user, ops
+    moved = user.filter(is_op).select(["name", "pid", "tid", "start_ns", "duration_ns", "end_ns"])
+    moved = moved.append_column("external_id", pa.nulls(moved.num_rows, pa.int64()))
+    rest = user.filter(pc.invert(is_op))
+    ops = moved if ops is None else pa.concat_tables([ops, moved], promote_options="default")
+    return (rest if rest.num_rows else None), ops
+
+
+def _ranges(user: pa.Table | None, gpu: pa.Table | None, frames: pa.Table | None = None) -> pa.Table | None:
     parts = []
-    if user is not None:
-        n = user.num_rows
+    for table, source in ((user, "user_annotation"), (frames, "nn.Module")):
+        if table is None:
+            continue
+        n = table.num_rows
         parts.append(
-            user.select(["name", "pid", "tid", "start_ns", "end_ns", "duration_ns"])
+            table.select(["name", "pid", "tid", "start_ns", "end_ns", "duration_ns"])
             .append_column("kind", pa.repeat(pa.scalar("push_pop"), n))
-            .append_column("source", pa.repeat(pa.scalar("user_annotation"), n))
-            .append_column("end_tid", user["tid"])
+            .append_column("source", pa.repeat(pa.scalar(source), n))
+            .append_column("end_tid", table["tid"])
         )
     if gpu is not None:
         # GPU-side copies of record_function ranges live on a device/stream, not a CPU thread: pid/tid hold
@@ -338,6 +387,7 @@ def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
 
     tables = {group: got.table(group) for group in got.parts}
     tables["cpu_op"], tables["user_annotation"] = _labels_as_ranges(tables["cpu_op"], tables["user_annotation"])
+    tables["user_annotation"], tables["cpu_op"] = _ranges_as_ops(tables["user_annotation"], tables["cpu_op"])
     if all(tables[g] is None for g in ("kernel", "cpu_op", "cuda_runtime", "cuda_driver", "user_annotation")):
         writer_of = next((OTHER_WRITERS[c] for c in got.unmodelled if c in OTHER_WRITERS), None)
         raise BadInputError(
@@ -367,7 +417,9 @@ def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
             if tables["cpu_op"] is not None:
                 ops = pool.submit(_ops, tables["cpu_op"], tables["python_function"])
             _write_tables(con, tables, writer, ops)
-        ranges = _ranges(tables["user_annotation"], tables["gpu_user_annotation"])
+        # A trace of tracepipe capture names its layers by qualified name: module frames would repeat each level.
+        frames = None if getattr(trace, CAPTURE_MARK) else _module_frames(tables["python_function"])
+        ranges = _ranges(tables["user_annotation"], tables["gpu_user_annotation"], frames)
         if ranges is not None:
             con.register("nvtx_ranges", ranges)
         # normalize's output checks, counted here over the tables in memory (the same SQL): no database

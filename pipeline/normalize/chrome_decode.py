@@ -31,7 +31,7 @@ from pipeline.errors import BadInputError
 from pipeline.lean import block_pandas
 from pipeline.normalize import forked
 from pipeline.normalize.chrome_events import NO_RAW, BadArgs, Collected, I64Json, Piece, decode_piece
-from pipeline.normalize.chrome_map import DEVICE_FIELDS, DEVICE_KEYS, VERSION_KEYS
+from pipeline.normalize.chrome_map import CAPTURE_MARK, DEVICE_FIELDS, DEVICE_KEYS, VERSION_KEYS
 from pipeline.normalize.sha256 import sha256_of
 from pipeline.normalize.source import UTF16_BOMS, is_gzip, read_all
 
@@ -65,6 +65,7 @@ def _trace_struct() -> type[msgspec.Struct]:
             *[(key, list[_Device] | None, None) for key in DEVICE_KEYS],
             ("distributedInfo", _Distributed | None, None),
             ("baseTimeNanoseconds", I64Json | None, None),
+            (CAPTURE_MARK, msgspec.Raw, msgspec.field(default=NO_RAW)),
             *versions,
         ],
         gc=False,

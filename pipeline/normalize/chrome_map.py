@@ -81,6 +81,23 @@ RANGES_WRITTEN_AS_OPS: dict[str, str] = {
     r"^enumerate\(DataLoader\)#.+$": "a DataLoader iterator's __next__",
 }
 
+#: ``python_function`` events that are module calls: with ``with_stack=True`` the profiler's Python tracer names
+#: every ``nn.Module`` call ``nn.Module: <Class>_<n>`` (n numbers the instances of a class in order of first
+#: call).  They are layer ranges: ``nvtx_ranges`` rows of source ``nn.Module`` whose text is ``<Class>_<n>``,
+#: nesting with ``record_function`` ranges (``ProfilerStep#N`` included) by time on their thread.
+MODULE_FRAME_PREFIXES: tuple[str, ...] = ("nn.Module: ",)
+
+#: The top-level key ``tracepipe capture`` writes into its PyTorch traces (``profile.add_metadata``): such a trace's
+#: module ranges (qualified names, ``layer1.0.conv1``) are its layers, and module frames it may also hold are not
+#: (they would repeat each level under another name).
+CAPTURE_MARK = "tracepipe_capture"
+
+#: ``record_function`` ranges PyTorch opens around work it runs, which mark that work and are no layer: they are
+#: written to ``ops`` (a kernel launched inside then keeps the module around it as its layer).
+RANGES_THAT_ARE_OPS: dict[str, str] = {
+    r"^## Call CompiledFxGraph \S+ ##$": "Inductor's call of one compiled graph (named by its FX graph cache key)",
+}
+
 #: Top-level keys holding the device list: ``deviceProperties`` since 2021, ``computeProperties`` in the
 #: Kineto of PyTorch 1.8 (the first one found wins).
 DEVICE_KEYS: tuple[str, ...] = ("deviceProperties", "computeProperties")

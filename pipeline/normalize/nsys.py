@@ -105,6 +105,18 @@ def nvtx_marks_sql(db: Sqlite) -> str | None:
     """
 
 
+def threads_sql(db: Sqlite) -> str | None:
+    """ThreadNames: each named thread (a thread renamed keeps a row per name)."""
+    t = "ThreadNames"
+    if t not in db.tables or not {"nameId", "globalTid"} <= db.columns(t):
+        return None
+    return f"""
+    SELECT DISTINCT {PID.format(col="t.globalTid")} AS pid, {TID.format(col="t.globalTid")} AS tid,
+           {name_sql(db, t, "t", "nameId")} AS name
+    FROM {t} t ORDER BY pid, tid, name
+    """
+
+
 def _meta_value(db: Sqlite, table: str, key: str) -> str | None:
     table = db.table(table)
     if table is None or not {"name", "value"} <= db.columns(table):
@@ -343,6 +355,7 @@ def _write_other_tables(db: Sqlite, writer: TraceWriter) -> None:
         ("devices", devices_sql(db)),
         ("graph_nodes", graph_nodes_sql(db)),
         ("graph_launches", graph_launches_sql(db)),
+        ("threads", threads_sql(db)),
     ):
         if sql is not None:
             writer.write_batches(table, db.batches(sql))

@@ -102,3 +102,13 @@ ADDED_LATER: dict[tuple[str, str], str] = {
     ("CUDA_GRAPH_NODE_EVENTS", "originalGraphNodeId"): "CUDA graph node tracing",
     ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "graphExecId"): "CUDA graph tracing",
 }
+
+#: ``nsys profile --pytorch=functions-trace`` records the PyTorch functions it traces as NVTX ranges of this domain
+#: (``torch.nn.modules.Module.__call__``, ``torch.nn.functional.linear``, ``torch.optim.AdamW.step`` ...).
+PYTORCH_DOMAIN = "PyTorch"
+#: Its ranges of a module's ``forward`` (``torch.nn.modules.Linear.forward``: nsys traces torch's own module
+#: classes, named by class, never a user's) are layer ranges named by the class (group 1); its other ranges are
+#: function calls, written to ``ops`` (an optimizer's ``torch.optim.<Class>.step`` makes the `optimizer` pass).
+PYTORCH_MODULE_FORWARD = r"^torch\.nn\.modules\.(\w+)\.forward$"
+#: ``nvtx_ranges.source`` of such module ranges (their domain is then the default one, where layers live).
+PYTORCH_MODULE_SOURCE = "nsys --pytorch"

@@ -1,4 +1,6 @@
-"""PyTorch op ranges in NVTX (``torch.autograd.profiler.emit_nvtx``) -> the ``ops`` table, not layer ranges.
+"""PyTorch op ranges in NVTX (``torch.autograd.profiler.emit_nvtx``) -> the ``ops`` table, not layer ranges; and
+the ranges of ``nsys profile --pytorch=functions-trace`` (domain ``PyTorch``): a module's ``forward`` is a layer
+named by its class, any other traced function an op (``nsys_map.PYTORCH_*``).
 
 Under ``emit_nvtx`` every op PyTorch records becomes an NVTX push/pop range in the default domain whose text
 is ``<name>[, seq = N][, op_id = M][, sizes = [...]][, input_op_ids = ...]`` (torch's ``getNvtxStr``):
@@ -16,14 +18,27 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pipeline.lean import duckdb_connect
+from pipeline.normalize.nsys_map import PYTORCH_DOMAIN, PYTORCH_MODULE_FORWARD, PYTORCH_MODULE_SOURCE
 
 #: Text that marks an op range: a suffix getNvtxStr adds, or a PyTorch op namespace (older torch writes
 #: ops without sequence number and op id as the bare name).
 _IS_OP = (
-    "kind = 'push_pop' AND domain IS NULL AND ("
+    "(kind = 'push_pop' AND domain IS NULL AND ("
     r"regexp_matches(CAST(text AS VARCHAR), ', (seq|op_id) = \d+') OR "
-    r"regexp_matches(CAST(text AS VARCHAR), '^(aten|autograd|prim|c10d|profiler)::'))"
+    r"regexp_matches(CAST(text AS VARCHAR), '^(aten|autograd|prim|c10d|profiler)::'))) "
+    f"OR coalesce(CAST(domain AS VARCHAR) = '{PYTORCH_DOMAIN}', false)"
 )
+#: nsys's module ranges: into the default domain, named by class; run before ``_IS_OP`` is tested.
+_MODULES = (
+    f"coalesce(CAST(domain AS VARCHAR) = '{PYTORCH_DOMAIN}' "
+    f"AND regexp_matches(CAST(text AS VARCHAR), '{PYTORCH_MODULE_FORWARD}'), false)"
+)
+_AS_LAYERS = f"""SELECT * REPLACE (
+    CASE WHEN {_MODULES} THEN regexp_extract(CAST(text AS VARCHAR), '{PYTORCH_MODULE_FORWARD}', 1)
+         ELSE CAST(text AS VARCHAR) END AS text,
+    CASE WHEN {_MODULES} THEN NULL ELSE domain END AS domain,
+    CASE WHEN {_MODULES} THEN '{PYTORCH_MODULE_SOURCE}' ELSE CAST(source AS VARCHAR) END AS source)
+FROM ranges"""
 _NAME = r"regexp_replace(CAST(text AS VARCHAR), ', (seq|op_id|sizes|input_op_ids) = .*$', '')"
 
 _SQL = f"""
@@ -53,9 +68,10 @@ FROM all_ops ORDER BY op_id
 def split_op_ranges(ranges: pa.Table) -> tuple[pa.Table, pa.Table | None]:
     """(layer ranges with ids renumbered in start order, ops) -- ops is None when the trace has no op ranges."""
     con = duckdb_connect()
-    con.register("ranges", ranges)
+    con.register("raw_ranges", ranges)
+    con.execute(f"CREATE TEMP VIEW ranges AS {_AS_LAYERS.replace('FROM ranges', 'FROM raw_ranges')}")
     n_ops = con.execute(f"SELECT count(*) FROM ranges WHERE {_IS_OP}").fetchall()[0][0]
-    if not n_ops:
+    if not n_ops:  # (then no PyTorch domain either: nothing to rewrite)
         con.close()
         return ranges, None
     ops = con.sql(_SQL).to_arrow_table()

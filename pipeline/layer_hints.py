@@ -1,0 +1,65 @@
+"""What a trace lacks for per-layer answers, and the capture that would give it: data only.
+
+Read by normalize (a trace with GPU work and no layer at all is said so at once) and by analyze (the view
+``layer_coverage`` says which share of each trace's GPU time has no layer, and why).  A fix is one line a user
+can act on, by source format and by what is missing; supporting another tool means adding rows here.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+#: Ranges that are steps, not layers (as sql/step_gpu_idle.sql counts steps): PyTorch's ``ProfilerStep#N`` and
+#: tracepipe capture's ``step`` (``step#N``, ``step_N``).
+STEP_RANGE = r"^(ProfilerStep#\d+|step([#_ ]?\d+)?)$"
+
+#: Ranges that place work but name no layer of the model: steps, and optimizer steps (their own pass).
+NOT_LAYERS = r"^(ProfilerStep#\d+|step([#_ ]?\d+)?|optimizer|Optimizer\.(step|zero_grad)#.+)$"
+
+#: What is missing -> what it means.
+LACKS: dict[str, str] = {
+    "no_layers": "no module range or frame in the trace",
+    "backward_unlinked": "backward work is linked to no forward op",
+    "partial": "work launched outside every module range",
+    "no_launch": "work whose launching API call the trace lacks (its correlation id matches no call)",
+}
+
+#: (source format, what is missing) -> the capture that gives it.
+FIXES: dict[tuple[str, str], str] = {
+    ("chrome-trace", "no_layers"): "record with torch.profiler.profile(with_stack=True) (its nn.Module frames are "
+    "layers), or capture with `tracepipe capture torch`",
+    ("chrome-trace", "backward_unlinked"): "record with torch.profiler (PyTorch >= 1.8 writes the sequence numbers "
+    "that link backward to forward), or capture with `tracepipe capture torch`",
+    ("nsys-sqlite", "no_layers"): "profile with `nsys profile --pytorch=functions-trace,autograd-nvtx` (module "
+    "classes, backward linked), or `tracepipe capture nsys` (qualified module names)",
+    ("nsys-sqlite", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
+    "backward to forward), or `tracepipe capture nsys`",
+    ("nsys-rep", "no_layers"): "profile with `nsys profile --pytorch=functions-trace,autograd-nvtx` (module "
+    "classes, backward linked), or `tracepipe capture nsys` (qualified module names)",
+    ("nsys-rep", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
+    "backward to forward), or `tracepipe capture nsys`",
+    ("nsys-sqlite", "partial"): "capture with `tracepipe capture nsys`, which ranges every module call (nsys "
+    "--pytorch=functions-trace ranges torch's own module classes only)",
+    ("nsys-rep", "partial"): "capture with `tracepipe capture nsys`, which ranges every module call (nsys "
+    "--pytorch=functions-trace ranges torch's own module classes only)",
+}
+#: Said by normalize where no row of FIXES applies.
+NO_FIX = "wrap the work in modules, or in record_function / NVTX ranges of your own"
+
+
+def layer_hints_table() -> pa.Table:
+    """``layer_hints``: source_format, lack, meaning, fix (NULL where no capture helps), one row per format of
+    FIXES and lack."""
+    formats = dict.fromkeys(fmt for fmt, _ in FIXES)
+    rows = [
+        {"source_format": fmt, "lack": lack, "meaning": meaning, "fix": FIXES.get((fmt, lack))}
+        for fmt in formats
+        for lack, meaning in LACKS.items()
+    ]
+    return pa.Table.from_pylist(rows)
+
+
+def no_layer_warning(source_format: str) -> str:
+    """normalize's warning for a trace with GPU work and no layer range at all."""
+    fix = FIXES.get((source_format, "no_layers"), NO_FIX)
+    return f"no layer: {LACKS['no_layers']}, so none of its GPU work will have one; fix: {fix}"

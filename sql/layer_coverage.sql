@@ -1,0 +1,63 @@
+-- layer_coverage: how much of each trace's GPU time has a layer, and when too little does, what the trace lacks
+-- and the capture that would give it one row per trace with GPU operations.
+-- Inputs:  gpu_op_layers, trace_meta, layer_hints
+-- Output:  trace_id, source_format (trace_meta's)
+--          gpu_ns     summed duration of every GPU operation (kernels, memcpy, memset), ns
+--          layered_ns of it, the operations with a layer: a range that is no step (`ProfilerStep#N`, `step`) or in
+--                     an optimizer step (pass `optimizer`: its own place), ns
+--          no_layer_ns, no_layer_pct: the rest (launched outside every range or only inside a step), ns and % of
+--                     gpu_ns
+--          backward_ns, backward_unlinked_ns: the backward pass's GPU time, and of it the time with no layer
+--                     launched in no backward op linked to a forward op (only autograd's thread says it is
+--                     backward), ns
+--          no_launch_ns: GPU time with no layer whose launching API call the trace lacks, ns
+--          lack       NULL when no_layer_pct is under the warning threshold (10%), else what is missing:
+--                     'no_layers' (no operation has a layer: the trace holds no module range or frame),
+--                     'no_launch' (most of that time is work whose launching call the trace lacks),
+--                     'backward_unlinked' (most backward time with no layer is linked to no forward op), or
+--                     'partial' (work launched outside every module range: outside the model, or in modules the
+--                     capture did not range)
+--          meaning    that, in words; fix: the capture that would give the work a layer (layer_hints, by
+--                     source format and lack; NULL for work outside the model, which no capture places)
+-- Rule: a layer is a range that places work in the model; a step range holds a whole iteration and says nothing
+-- of which layer ran, so work whose innermost range is a step has no layer.  `analysis_warnings` prints a row of
+-- this view per trace whose lack is set.
+WITH params AS (SELECT 10.0 AS warn_pct),
+ops AS (
+    SELECT trace_id, duration_ns, pass, fwd_op_id, launch_call_id,
+           coalesce(pass = 'optimizer' OR (range_id IS NOT NULL
+                    AND NOT regexp_matches(layer, '^(ProfilerStep#\d+|step([#_ ]?\d+)?)$')), false) AS layered
+    FROM gpu_op_layers
+),
+per_trace AS (
+    SELECT trace_id,
+           CAST(sum(duration_ns) AS BIGINT) AS gpu_ns,
+           CAST(coalesce(sum(duration_ns) FILTER (layered), 0) AS BIGINT) AS layered_ns,
+           CAST(coalesce(sum(duration_ns) FILTER (pass = 'backward'), 0) AS BIGINT) AS backward_ns,
+           CAST(coalesce(sum(duration_ns) FILTER (pass = 'backward' AND NOT layered AND fwd_op_id IS NULL), 0)
+                AS BIGINT) AS backward_unlinked_ns,
+           CAST(coalesce(sum(duration_ns) FILTER (NOT layered AND launch_call_id IS NULL), 0) AS BIGINT)
+               AS no_launch_ns,
+           bool_or(layered AND pass IS DISTINCT FROM 'optimizer') AS any_layer
+    FROM ops GROUP BY trace_id
+),
+judged AS (
+    SELECT p.*, m.source_format, p.gpu_ns - p.layered_ns AS no_layer_ns,
+           round(100.0 * (p.gpu_ns - p.layered_ns) / nullif(p.gpu_ns, 0), 1) AS no_layer_pct
+    FROM per_trace p
+    LEFT JOIN (SELECT trace_id, any_value(source_format) AS source_format FROM trace_meta GROUP BY ALL) m
+      USING (trace_id)
+)
+SELECT j.trace_id, j.source_format, j.gpu_ns, j.layered_ns, j.no_layer_ns, j.no_layer_pct, j.backward_ns,
+       j.backward_unlinked_ns, j.no_launch_ns, l.lack,
+       (SELECT any_value(meaning) FROM layer_hints m WHERE m.lack = l.lack) AS meaning, h.fix
+FROM judged j
+CROSS JOIN params
+LEFT JOIN LATERAL (
+    SELECT CASE WHEN j.no_layer_pct IS NULL OR j.no_layer_pct < params.warn_pct THEN NULL
+                WHEN NOT j.any_layer THEN 'no_layers'
+                WHEN j.no_launch_ns * 2 > j.no_layer_ns THEN 'no_launch'
+                WHEN j.backward_unlinked_ns * 2 > j.backward_ns THEN 'backward_unlinked'
+                ELSE 'partial' END AS lack
+) l ON true
+LEFT JOIN layer_hints h ON h.source_format = j.source_format AND h.lack = l.lack

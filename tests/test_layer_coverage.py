@@ -1,0 +1,104 @@
+"""What a trace lacks for per-layer answers, said by normalize and by analyze (`layer_coverage`,
+`analysis_warnings`), with the capture that would give it: figures against plain readings of the raw files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.analyze import connect
+from pipeline.normalize import normalize_file
+from tests.conftest import SAMPLES
+
+NSYS = SAMPLES / "h100_llama_nsys"
+LLAMA = SAMPLES / "h100_llama_stack" / "torch_trace.json.gz"
+
+
+def coverage(out: Path) -> dict:
+    con = connect(out)
+    row = con.sql("SELECT * FROM layer_coverage").fetchall()
+    assert len(row) == 1
+    return dict(zip([c[0] for c in con.sql("SELECT * FROM layer_coverage").description], row[0], strict=True))
+
+
+def gpu_ns_of_export(path: Path, tmp: Path) -> int:
+    plain = tmp / "raw.sqlite"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    db = sqlite3.connect(plain)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    total = sum(
+        db.execute(f'SELECT coalesce(sum("end" - start), 0) FROM {t}').fetchone()[0]
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+        if t in tables
+    )
+    db.close()
+    return total
+
+
+def test_plain_nsys_trace_lacks_every_layer_and_says_the_fix(tmp_path: Path) -> None:
+    path = NSYS / "plain.sqlite.gz"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "normalize", str(path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0
+    # normalize says it at once, naming the file and the capture that would give layers
+    [line] = [s for s in proc.stderr.splitlines() if "no layer" in s]
+    assert str(path) in line and "nsys profile --pytorch=functions-trace,autograd-nvtx" in line
+    got = coverage(tmp_path / "out")
+    gpu_ns = gpu_ns_of_export(path, tmp_path)
+    assert (got["gpu_ns"], got["layered_ns"], got["no_layer_ns"], got["no_layer_pct"]) == (gpu_ns, 0, gpu_ns, 100.0)
+    assert got["lack"] == "no_layers" and "tracepipe capture nsys" in got["fix"]
+    warnings = connect(tmp_path / "out").sql("SELECT message FROM analysis_warnings WHERE view = 'layer_coverage'")
+    [(message,)] = warnings.fetchall()
+    assert message.startswith("100.0% of GPU time") and "--pytorch=functions-trace" in message
+
+
+def test_functions_trace_lacks_the_models_own_module_classes(tmp_path: Path) -> None:
+    # Layers there are torch's own classes only (Linear, Embedding; tests/test_nsys_pytorch.py checks them), plus
+    # the optimizer pass: everything else -- RMSNorm, attention, the loss -- has none, and only a capture that
+    # ranges every module call gives it one.
+    normalize_file(NSYS / "functions_trace.sqlite.gz", tmp_path / "out")
+    got = coverage(tmp_path / "out")
+    layered = connect(tmp_path / "out").sql(
+        "SELECT sum(duration_ns) FROM gpu_op_layers WHERE layer IN ('Linear', 'Embedding') OR pass = 'optimizer'"
+    )
+    assert got["layered_ns"] == layered.fetchall()[0][0]
+    assert got["gpu_ns"] == gpu_ns_of_export(NSYS / "functions_trace.sqlite.gz", tmp_path)
+    assert got["no_layer_pct"] > 50 and got["lack"] == "partial" and "tracepipe capture nsys" in got["fix"]
+    assert got["backward_unlinked_ns"] == 0  # autograd-nvtx linked every backward op
+
+
+def test_chrome_trace_without_stacks_says_with_stack(tmp_path: Path) -> None:
+    # The Llama step's trace with its Python frames taken out (as if recorded without with_stack): no layer at
+    # all; with them (the real file) under 10% of its GPU time has none and nothing is said.
+    trace = json.loads(gzip.decompress(LLAMA.read_bytes()))
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") != "python_function"]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(trace))
+    normalize_file(bare, tmp_path / "bare")
+    got = coverage(tmp_path / "bare")
+    assert got["lack"] == "no_layers" and "with_stack=True" in got["fix"]
+    # (the optimizer step has its place: PyTorch's Optimizer.step# range)
+    opt = connect(tmp_path / "bare").sql("SELECT sum(duration_ns) FROM gpu_op_layers WHERE pass = 'optimizer'")
+    assert got["layered_ns"] == opt.fetchall()[0][0] > 0
+
+    normalize_file(LLAMA, tmp_path / "full")
+    full = coverage(tmp_path / "full")
+    assert full["lack"] is None and full["no_layer_pct"] < 10
+
+
+@pytest.mark.parametrize("name", ["autograd_nvtx.sqlite.gz"])
+def test_op_ranges_alone_are_no_layer(name: str, tmp_path: Path) -> None:
+    # --pytorch=autograd-nvtx alone: ops link backward to forward, but no op is in a module range
+    normalize_file(NSYS / name, tmp_path / "out")
+    got = coverage(tmp_path / "out")
+    assert got["lack"] == "no_layers" and got["backward_unlinked_ns"] == 0
