@@ -34,6 +34,7 @@ NORMALIZERS: dict[str, str] = {
     "chrome-trace": "pipeline.normalize.chrome:normalize_chrome",
     "ncu-csv": "pipeline.normalize.ncu:normalize_ncu",
     "layer-shapes": "pipeline.normalize.layers:normalize_layers",
+    "compiled-kernels": "pipeline.normalize.compiled:normalize_compiled",
 }
 
 
@@ -44,9 +45,10 @@ _WHAT = {
     "chrome-trace": "a JSON chrome trace",
     "ncu-csv": "an ncu CSV",
     "layer-shapes": "a tracepipe layer_shapes file",
+    "compiled-kernels": "a tracepipe compiled_kernels file",
 }
 #: Content formats that keep a name's promise of another (a capture's layer_shapes.json is JSON too).
-_ALSO = {"layer-shapes": "chrome-trace"}
+_ALSO = {"layer-shapes": "chrome-trace", "compiled-kernels": "chrome-trace"}
 
 
 def _by_content(first: bytes) -> str | None:
@@ -55,6 +57,8 @@ def _by_content(first: bytes) -> str | None:
     text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # tracepipe capture's side file: its first key
         return "layer-shapes"
+    if text[:1] == b"{" and b'"tracepipe_compiled"' in text[:64]:  # its compiled-kernels side file, likewise
+        return "compiled-kernels"
     if text[:1] in (b"{", b"["):
         return "chrome-trace"
     if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first or other_page(text):

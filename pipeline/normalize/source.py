@@ -30,7 +30,7 @@ MAX_INPUT_ENV = "TRACEPIPE_MAX_INPUT_BYTES"
 #: Space left free on the temp file system when a gzip SQLite is decompressed there.
 TEMP_RESERVE_BYTES = 256 << 20
 #: Formats read whole into memory (the others are read in place: SQLite, or a memory map).
-IN_MEMORY = ("chrome-trace", "ncu-csv", "layer-shapes")
+IN_MEMORY = ("chrome-trace", "ncu-csv", "layer-shapes", "compiled-kernels")
 
 
 def max_input_bytes() -> int:

@@ -1,0 +1,58 @@
+-- compiled_launch_modules: per launch point inside Inductor's call of a compiled graph, the modules tracepipe
+-- capture recorded for the statement that launched there (compiled_kernels, from compiled_kernels.json).
+-- analyze: on request (an intermediate of gpu_op_attribution, which applies it: write it with
+--          `tracepipe analyze --view compiled_launch_modules`)
+-- Inputs:  gpu_op_launches, ops, compiled_kernels
+-- Output, one row per distinct launch point (trace_id, pid, tid, launch_start_ns) inside a graph call whose graph
+-- the capture recorded:
+--          trace_id, pid, tid, launch_start_ns (ns, CPU clock): the launch point
+--          graph_key  the graph's FX graph cache key (the call's `## Call CompiledFxGraph <key> ##` op)
+--          graph      'forward' | 'backward' | 'inference': which of the region's graphs
+--          launch_name, occurrence: the launching statement, and how many ops of that name came before it in
+--                     this call of the graph
+--          module     the innermost module common to what the statement computes, its qualified name relative
+--                     to the compiled module ('' = the compiled module itself); module_chain: its chain, outermost
+--                     first (JSON list); modules: every innermost module the statement computes (JSON list: a
+--                     fused kernel serving several modules lists each)
+--          root_name  the capture's root range text (the compiled module's own range when it is the model)
+-- Rule: Inductor's generated call() launches its kernels and extern calls in a fixed order, and both the PyTorch
+-- profiler and emit_nvtx record each as an op inside the graph call's op: a Triton kernel's launch op has the
+-- kernel's name, an extern call the aten op's (`extern_kernels.mm` -> `aten::mm`).  The op around a launch point
+-- named like one of the graph's statements, numbered among the ops of that name in the same call, is the
+-- statement (graph key, name, occurrence) of compiled_kernels.  A launch in no such op (a graph the capture did
+-- not record, a CUDA-graph replay) gets no row: it keeps the range around the compiled region.
+WITH calls AS (   -- each call of a compiled graph
+    SELECT trace_id, pid, tid, op_id, start_ns, end_ns,
+           regexp_extract(name, '^## Call CompiledFxGraph (\S+) ##$', 1) AS graph_key
+    FROM ops WHERE name LIKE '## Call CompiledFxGraph %'
+),
+names AS (SELECT DISTINCT graph_key, launch_name FROM compiled_kernels),
+statements AS (   -- the ops of each call named as one of its graph's statements, numbered per name in the call
+    SELECT o.trace_id, o.pid, o.tid, o.op_id, o.start_ns, o.end_ns, c.graph_key, o.name AS launch_name,
+           row_number() OVER (PARTITION BY c.trace_id, c.op_id, o.name ORDER BY o.start_ns, o.op_id) - 1 AS occurrence
+    FROM calls c
+    JOIN names n ON n.graph_key = c.graph_key
+    JOIN ops o
+      ON o.trace_id = c.trace_id AND o.pid IS NOT DISTINCT FROM c.pid AND o.tid = c.tid AND o.name = n.launch_name
+     AND o.start_ns >= c.start_ns AND o.end_ns <= c.end_ns
+),
+points AS (   -- launch points on threads that call compiled graphs
+    SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
+    FROM gpu_op_launches
+    WHERE launch_start_ns IS NOT NULL AND (trace_id, launch_tid) IN (SELECT trace_id, tid FROM calls)
+),
+held AS (   -- the innermost statement op around each launch point
+    SELECT p.trace_id, p.pid, p.tid, p.t, arg_max(s.graph_key, s.start_ns) AS graph_key,
+           arg_max(s.launch_name, s.start_ns) AS launch_name, arg_max(s.occurrence, s.start_ns) AS occurrence
+    FROM points p
+    JOIN statements s
+      ON s.trace_id = p.trace_id AND s.pid IS NOT DISTINCT FROM p.pid AND s.tid = p.tid
+     AND s.start_ns <= p.t AND p.t <= s.end_ns
+    GROUP BY ALL
+)
+SELECT h.trace_id, h.pid, h.tid, h.t AS launch_start_ns, h.graph_key, k.graph, h.launch_name, h.occurrence,
+       k.module, k.module_chain, k.modules, k.root_name
+FROM held h
+JOIN (SELECT * FROM compiled_kernels QUALIFY row_number() OVER (PARTITION BY graph_key, launch_name, occurrence
+                                                               ORDER BY capture_id) = 1) k
+  ON k.graph_key = h.graph_key AND k.launch_name = h.launch_name AND k.occurrence = h.occurrence
