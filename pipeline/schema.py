@@ -287,6 +287,7 @@ COMPILED_KERNELS = _schema(
     ("launch_kind", s),
     ("launch_name", s),
     ("occurrence", i32),
+    ("handle", s),
     ("module", s),
     ("module_chain", s),
     ("modules", s),

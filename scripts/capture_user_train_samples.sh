@@ -18,9 +18,11 @@ TP="python3 -m pipeline.capture.cli"  # the capture alone: the GPU host lacks du
 C=/tmp/cap; mkdir -p $C
 { nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c 'import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)'; nsys --version; } > $C/env.txt 2>&1
 pack() { (cd $C && for f in */torch_trace.json; do [ -f "$f" ] && gzip -9 "$f"; done; tar czf $OUT/caps.tgz --exclude='*.nsys-rep' --exclude='*.qdstrm' .); ls -la $OUT; }
+if [ -z "$COMPILED_ONLY" ]; then
 timeout 150 $TP nsys -o $C/h100_user_train_script --lib-dir $LIB -- python3 $T --steps 3 2>&1 | tail -8
 timeout 100 $TP torch -o $C/h100_user_train_script -- python3 $T --steps 3 2>&1 | tail -4
 pack
+fi
 timeout 200 $TP nsys -o $C/h100_compiled_train --lib-dir $LIB -- python3 $T --steps 3 --compile default 2>&1 | tail -8
 timeout 150 $TP torch -o $C/h100_compiled_train -- python3 $T --steps 3 --compile default 2>&1 | tail -4
 pack

@@ -18,8 +18,12 @@
 -- Rule: Inductor's generated call() launches its kernels and extern calls in a fixed order, and both the PyTorch
 -- profiler and emit_nvtx record each as an op inside the graph call's op: a Triton kernel's launch op has the
 -- kernel's name, an extern call the aten op's (`extern_kernels.mm` -> `aten::mm`).  The op around a launch point
--- named like one of the graph's statements, numbered among the ops of that name in the same call, is the
--- statement (graph key, name, occurrence) of compiled_kernels.  A launch in no such op (a graph the capture did
+-- named like one of the graph's statements -- the outermost such, outside Inductor's autotuning
+-- (`CachingAutotuner.*` ops, where a kernel's first call benchmarks its configs) -- numbered among those of its
+-- name in the call, is the statement (graph key, name, occurrence) of compiled_kernels.  Work launched in no
+-- statement op (the autotuning benchmarks themselves, a CUDA-graph replay in a PyTorch trace) gets no row; a
+-- replayed node in nsys (--cuda-graph-trace=node) counts as launched where it was made, inside its statement op of
+-- the recording call (gpu_op_launches), and gets its row.  A launch in no such op (a graph the capture did
 -- not record, a CUDA-graph replay) gets no row: it keeps the range around the compiled region.
 WITH calls AS (   -- each call of a compiled graph
     SELECT trace_id, pid, tid, op_id, start_ns, end_ns,
@@ -27,14 +31,33 @@ WITH calls AS (   -- each call of a compiled graph
     FROM ops WHERE name LIKE '## Call CompiledFxGraph %'
 ),
 names AS (SELECT DISTINCT graph_key, launch_name FROM compiled_kernels),
-statements AS (   -- the ops of each call named as one of its graph's statements, numbered per name in the call
-    SELECT o.trace_id, o.pid, o.tid, o.op_id, o.start_ns, o.end_ns, c.graph_key, o.name AS launch_name,
-           row_number() OVER (PARTITION BY c.trace_id, c.op_id, o.name ORDER BY o.start_ns, o.op_id) - 1 AS occurrence
+named AS (   -- the ops of each call named as one of its graph's statements
+    SELECT o.trace_id, o.pid, o.tid, o.op_id, o.start_ns, o.end_ns, o.name AS launch_name, c.op_id AS call_id,
+           c.graph_key
     FROM calls c
     JOIN names n ON n.graph_key = c.graph_key
     JOIN ops o
       ON o.trace_id = c.trace_id AND o.pid IS NOT DISTINCT FROM c.pid AND o.tid = c.tid AND o.name = n.launch_name
      AND o.start_ns >= c.start_ns AND o.end_ns <= c.end_ns
+),
+tuning AS (   -- Inductor's autotuning inside a call: a Triton kernel's first call benchmarks its configs,
+              -- launching the kernel again and again (ops of the same name, compile-time work, no statement)
+    SELECT o.trace_id, o.pid, o.tid, o.start_ns, o.end_ns
+    FROM ops o WHERE o.name LIKE 'CachingAutotuner.%' AND (o.trace_id, o.tid) IN (SELECT trace_id, tid FROM calls)
+),
+statements AS (   -- named ops in no other named op (cudagraph trees record a call's statements inside their
+                  -- own ops) nor in autotuning, numbered per name in the call
+    SELECT n.trace_id, n.pid, n.tid, n.start_ns, n.end_ns, n.graph_key, n.launch_name,
+           row_number() OVER (PARTITION BY n.trace_id, n.call_id, n.launch_name ORDER BY n.start_ns, n.op_id) - 1
+               AS occurrence
+    FROM (
+        SELECT *, max(end_ns) OVER (PARTITION BY trace_id, call_id ORDER BY start_ns, end_ns DESC, op_id
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        FROM named
+    ) n
+    WHERE (n.prev_end IS NULL OR n.prev_end < n.start_ns)
+      AND NOT EXISTS (SELECT 1 FROM tuning t WHERE t.trace_id = n.trace_id AND t.pid IS NOT DISTINCT FROM n.pid
+                      AND t.tid = n.tid AND t.start_ns <= n.start_ns AND n.end_ns <= t.end_ns)
 ),
 points AS (   -- launch points on threads that call compiled graphs
     SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t

@@ -35,6 +35,7 @@ def test_capture_of_a_compiled_script_runs_and_records_its_graphs(tmp_path: Path
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "compiled_kernels.json").read_text())
     assert [g["aot_graph"] for g in doc["graphs"]] == ["0_forward", "0_backward"]
+    assert all("def call(" in g["call"] for g in doc["graphs"])
     assert all(g["key"] for g in doc["graphs"]) and doc["problems"] == []
     trace = json.loads((out / "torch_trace.json").read_text())
     assert trace["tracepipe_capture"] == "1"
@@ -74,8 +75,8 @@ def test_forward_launches_sit_on_the_modules_read_by_hand(cpu_compiled: Path) ->
     assert rows == FORWARD_BY_HAND
 
 
-def provenance_modules(doc: dict) -> dict[tuple[str, int], set[str]]:
-    """(graph key, launch index) -> the innermost modules of the post-grad nodes Inductor's provenance gives the
+def provenance_modules(doc: dict) -> dict[tuple[str, str], set[str]]:
+    """(graph key, debug handle) -> the innermost modules of the post-grad nodes Inductor's provenance gives the
     launch (a backward node, which has no module stack, takes the modules of the forward nodes of its autograd
     sequence number)."""
     by_seq: dict[tuple, set] = {}
@@ -85,15 +86,15 @@ def provenance_modules(doc: dict) -> dict[tuple[str, int], set[str]]:
                 by_seq.setdefault((g["compile_id"], node["seq_nr"]), set()).add(node["modules"][-1])
     out = {}
     for g in doc["graphs"]:
-        for i, launch in enumerate(g["launches"]):
+        for handle, names in g["provenance"].items():
             mods: set[str] = set()
-            for name in g["provenance"][launch["handle"]]:
+            for name in names:
                 node = g["nodes"].get(name, {})
                 if node.get("modules"):
                     mods.add(node["modules"][-1])
                 elif node.get("seq_nr") is not None:
                     mods |= by_seq.get((g["compile_id"], node["seq_nr"]), set())
-            out[(g["key"], i)] = mods
+            out[(g["key"], handle)] = mods
     return out
 
 
@@ -101,10 +102,10 @@ def test_every_launch_lists_the_modules_of_inductors_provenance(cpu_compiled: Pa
     doc = json.loads((CPU / "compiled_kernels.json").read_text())
     want = provenance_modules(doc)
     got = {
-        (k, i): set(json.loads(m))
-        for k, i, m in q(cpu_compiled, "SELECT graph_key, launch_index, modules FROM compiled_kernels")
+        (k, h): set(json.loads(m)) for k, h, m in q(cpu_compiled, "SELECT graph_key, handle, modules FROM compiled_kernels")
     }
-    assert len(got) == sum(len(g["launches"]) for g in doc["graphs"]) == len(want)
+    # every launch of call() has its handle in Inductor's provenance, and no launch was missed
+    assert len(got) == len(want) == sum(len(g["provenance"]) for g in doc["graphs"]) > 20
     assert got == want
     # backward launches: each one's modules come through the sequence number (the backward graph's own nodes have
     # no module stack), and the weight-gradient GEMMs of fc1/fc2 sit on those modules
@@ -144,12 +145,21 @@ def test_compiled_kernels_go_down_their_module_chain(tmp_path: Path) -> None:
         ],
     }
 
-    def launch(kind: str, name: str, occ: int, handle: str) -> dict:
-        return {"kind": kind, "name": name, "occurrence": occ, "handle": handle, "source_nodes": [],
-                "original_aten": []}  # fmt: skip
-
+    call = """    def call(self, args):
+        buf0 = empty_strided_cuda((4, 4), (4, 1), torch.float32)
+        # Topologically Sorted Source Nodes: [a], Original ATen: [aten.add]
+        # [Provenance debug handles] triton_poi_fused_add_0:1
+        stream0 = get_raw_stream(0)
+        triton_poi_fused_add_0.run(buf0, 16, stream=stream0)
+        # Topologically Sorted Source Nodes: [b], Original ATen: [aten.mm]
+        # [Provenance debug handles] extern_kernels.mm:2
+        extern_kernels.mm(buf0, buf0, out=buf1)
+        # [Provenance debug handles] triton_poi_fused_add_0:3
+        triton_poi_fused_add_0.run(buf1, 16, stream=stream0)
+        return (buf1, )
+"""
     side = {
-        "tracepipe_compiled": 1,
+        "tracepipe_compiled": 2,
         "root_name": "model",
         "graphs": [
             {
@@ -161,12 +171,12 @@ def test_compiled_kernels_go_down_their_module_chain(tmp_path: Path) -> None:
                     "b": {"modules": ["layers.0", "layers.0.attn", "layers.0.attn.q"], "seq_nr": 2},
                     "c": {"modules": ["layers.1", "layers.1.mlp"], "seq_nr": 3},
                 },
-                "launches": [
-                    launch("triton", "triton_poi_fused_add_0", 0, "h:1"),
-                    launch("extern", "aten::mm", 0, "h:2"),
-                    launch("triton", "triton_poi_fused_add_0", 1, "h:3"),
-                ],
-                "provenance": {"h:1": ["a"], "h:2": ["b"], "h:3": ["c"]},
+                "call": call,
+                "provenance": {
+                    "triton_poi_fused_add_0:1": ["a"],
+                    "extern_kernels.mm:2": ["b"],
+                    "triton_poi_fused_add_0:3": ["c"],
+                },
             }
         ],
     }

@@ -52,6 +52,8 @@ PY_TABLES["gpu_names"] = "pipeline.analyze.arch:gpu_names_table"
 PY_TABLES["kernel_tile_patterns"] = "pipeline.analyze.tiles:tile_patterns_table"
 PY_TABLES["ncu_display_names"] = "pipeline.analyze.ncu_names:display_names_table"
 PY_TABLES["layer_hints"] = "pipeline.layer_hints:layer_hints_table"
+PY_TABLES["aten_op_names"] = "pipeline.analyze.fused_ops:op_names_table"
+PY_TABLES["inductor_kernel_kinds"] = "pipeline.analyze.fused_ops:kernel_kinds_table"
 PY_TABLES["device_override"] = "pipeline.analyze.arch:device_override_table"  # replaced by connect(device=...)
 
 

@@ -8,18 +8,20 @@ capture compiles, in the capture's own process:
    ``post_grad_custom_post_pass`` hook, which changes nothing: each node's name, the ``nn_module_stack`` Dynamo
    gave it (forward nodes) and its autograd sequence number (a backward node has no module stack; the forward
    nodes of its sequence number give it one, as PyTorch's own ``copy_fwd_metadata_to_bw_nodes`` does);
-2. each graph's generated module, from Inductor's structured log (``inductor_output_code``, the record TORCH_TRACE
-   and tlparse read): its ``call()`` launches kernels and extern calls in order, each after the comments
-   ``Topologically Sorted Source Nodes: [...]`` and ``[Provenance debug handles] <kernel>:<n>``;
+2. each graph's generated ``call()``, from Inductor's structured log (``inductor_output_code``, the record
+   TORCH_TRACE and tlparse read), kept as text: it launches kernels and extern calls in order, each after the
+   comments ``Topologically Sorted Source Nodes: [...]`` and ``[Provenance debug handles] <kernel>:<n>``, and
+   normalize reads the launches off it (a better reading then applies to old captures too);
 3. Inductor's provenance of each launch (``config.trace.provenance_tracking_level = 1``, torch >= 2.8): the
    post-grad nodes each kernel and extern call computes, keyed by that debug handle;
 4. the graph's FX graph cache key (the structured log's ``fx_graph_cache_miss`` record), which is how a trace names
    the graph: PyTorch's profiler and emit_nvtx wrap each call of it in ``## Call CompiledFxGraph <key> ##``.
 
-A launch is then (graph key, launch name, occurrence): the k-th launch of a kernel name (or of an extern call's
-aten op, ``extern_kernels.mm`` -> ``aten::mm``) in one call of the graph.  Its modules are those of its nodes,
-each as the chain of qualified names from the compiled module down (``blocks.0``, ``blocks.0.fc1``).
-Normalize reads the file into the table ``compiled_kernels``; the attribution joins kernels to it.
+Normalize (``pipeline.normalize.compiled``) reads the file into the table ``compiled_kernels``: a launch is
+(graph key, launch name, occurrence), the k-th launch of a kernel name (or of an extern call's aten op,
+``extern_kernels.mm`` -> ``aten::mm``) in one call of the graph, and its modules are those of its nodes, each a
+chain of qualified names from the compiled module down (``blocks.0``, ``blocks.0.fc1``).  The attribution joins
+kernels to it.
 
 Only the capture imports torch; every torch name used here is looked up defensively, so a torch without one of
 these hooks records less (a warning in the file), never breaks the user's run.
@@ -35,16 +37,8 @@ from pathlib import Path
 from typing import Any
 
 COMPILED_FILE = "compiled_kernels.json"
-COMPILED_FORMAT_VERSION = 1
+COMPILED_FORMAT_VERSION = 2
 
-#: A launch statement of a generated ``call()``: a Triton kernel's ``.run(``, a C++ kernel's call (CPU), or an
-#: extern call, with the aten op the profiler names it by.
-_TRITON = re.compile(r"^\s*(triton_\w+)\.run\(")
-_CPP = re.compile(r"^\s*(cpp_fused_\w+)\(")
-_EXTERN = re.compile(r"^\s*extern_kernels\.(\w+)\(")
-_TORCH_OP = re.compile(r"^\s*torch\.ops\.(\w+)\.(\w+)\.\w+\(")
-_SOURCE = re.compile(r"^\s*#\s*(?:Topologically Sorted|Unsorted) Source Nodes: \[(.*?)\], Original ATen: \[(.*?)\]")
-_HANDLE = re.compile(r"^\s*#\s*\[Provenance debug handles\]\s*(\S+)")
 #: A Dynamo source of a module (``L['self'].blocks[0].fc1``, ``L['self']._modules['blocks']._modules['0']``):
 #: its root, then its attribute steps.
 _ROOT = re.compile(r"^[LG]\[['\"]([^'\"]+)['\"]\]")
@@ -69,53 +63,15 @@ def module_chain(stack: Any) -> list[str]:
     return names
 
 
-@dataclass
-class Statement:
-    """One launch of a generated ``call()``, in order."""
-
-    kind: str  # 'triton' | 'cpp' | 'extern'
-    name: str  # kernel name, or the aten op of an extern call ('aten::mm')
-    occurrence: int  # how many launches of this name came before it in the call
-    handle: str | None  # Inductor's provenance debug handle ('triton_poi_fused_add_0:3'), when written
-    source_nodes: list[str]  # the comment's source nodes (Dynamo names, or the node's own for backward nodes)
-    original_aten: list[str]
-
-
-def call_statements(code: str) -> list[Statement]:
-    """The launches of the generated module's ``call()``, in order, with the comments before each."""
+def call_function(code: str) -> str:
+    """The text of the generated module's ``call()`` (its launches and the comments before each), where normalize
+    reads the launches from; the kernels' own source, which is most of the module, is left out."""
     start = code.find("def call(")
     if start < 0:
-        return []
-    out: list[Statement] = []
-    seen: dict[str, int] = {}
-    sources: list[str] = []
-    aten: list[str] = []
-    handle: str | None = None
-    for line in code[start:].splitlines()[1:]:
-        if line and not line[0].isspace():  # the end of call(): the next top-level statement
-            break
-        if m := _SOURCE.match(line):
-            sources = [s.strip() for s in m.group(1).split(",")]
-            aten = [a.strip() for a in m.group(2).split(",") if a.strip()]
-            continue
-        if m := _HANDLE.match(line):
-            handle = m.group(1)
-            continue
-        kind = name = None
-        if m := _TRITON.match(line):
-            kind, name = "triton", m.group(1)
-        elif m := _CPP.match(line):
-            kind, name = "cpp", m.group(1)
-        elif m := _EXTERN.match(line):
-            kind, name = "extern", f"aten::{m.group(1)}"
-        elif m := _TORCH_OP.match(line):
-            kind, name = "extern", f"{m.group(1)}::{m.group(2)}"
-        if kind is None or name is None:
-            continue
-        out.append(Statement(kind, name, seen.get(name, 0), handle, sources, aten))
-        seen[name] = seen.get(name, 0) + 1
-        sources, aten, handle = [], [], None
-    return out
+        return ""
+    lines = code[start:].splitlines()
+    end = next((i for i, line in enumerate(lines[1:], 1) if line and not line[0].isspace()), len(lines))
+    return "\n".join(lines[:end])
 
 
 @dataclass
@@ -125,7 +81,7 @@ class Graph:
     compile_id: str | None = None
     aot_name: str | None = None
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {modules, seq_nr, from_node}
-    statements: list[Statement] = field(default_factory=list)
+    call: str = ""  # the generated call(), launches in order
     provenance: dict[str, list[str]] = field(default_factory=dict)  # debug handle -> post-grad node names
     key: str | None = None
 
@@ -135,7 +91,7 @@ class Graph:
             "compile_id": self.compile_id,
             "aot_graph": self.aot_name,
             "nodes": self.nodes,
-            "launches": [s.__dict__ for s in self.statements],
+            "call": self.call,
             "provenance": self.provenance,
         }
 
@@ -209,13 +165,13 @@ class CompiledKernelRecorder:
         if not self.pending:
             return
         g = self.pending[-1]
-        g.statements = call_statements(code)
+        g.call = call_function(code)
         try:
             import torch._inductor.debug as inductor_debug
 
+            # Inductor keeps the provenance of the graph it is compiling (it starts afresh for each graph)
             info = getattr(inductor_debug, "_inductor_triton_kernel_to_post_grad_node_info", None) or {}
-            handles = {s.handle for s in g.statements if s.handle}
-            g.provenance = {k: list(v) for k, v in info.items() if k in handles}
+            g.provenance = {str(k): [str(n) for n in v] for k, v in info.items()}
         except Exception as e:
             self.problems.append(f"Inductor's provenance was not read: {e!r}")
 

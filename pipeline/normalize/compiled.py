@@ -2,8 +2,11 @@
 ``compiled_kernels``: per launch of each compiled graph, the modules it computes.
 
 The file (``pipeline.capture.compiled``) holds, per graph Inductor compiled: its FX graph cache key, each post-grad
-node's module chain and autograd sequence number, the launches of its ``call()`` in order, and Inductor's
-provenance of each launch (the post-grad nodes it computes).  Here each launch gets its modules:
+node's module chain and autograd sequence number, the text of its generated ``call()``, and Inductor's provenance
+(the post-grad nodes each launch computes, by debug handle).  Here the launches are read off ``call()`` in order
+(each statement that launches: a Triton kernel's ``.run(``, a C++ kernel's call, an extern call, with the comments
+``Topologically Sorted Source Nodes: [...]`` and ``[Provenance debug handles] <kernel>:<n>`` before it), and each
+launch gets its modules:
 
 * its nodes: Inductor's provenance for its debug handle; without one (a torch without provenance tracking), the
   nodes its ``Source Nodes`` comment names (a forward node's Dynamo name is its ``from_node``);
@@ -16,7 +19,9 @@ provenance of each launch (the post-grad nodes it computes).  Here each launch g
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +33,67 @@ from pipeline.schema import COMPILED_KERNELS
 from pipeline.store import TraceWriter, trace_id_for
 
 MARKER = "tracepipe_compiled"
-SUPPORTED_VERSIONS = (1,)
+SUPPORTED_VERSIONS = (2,)
+
+#: A launch statement of a generated ``call()``: a Triton kernel's ``.run(``, a C++ kernel's call (CPU), or an
+#: extern call, with the aten op the profiler names it by.
+#: A statement may assign its result (``buf3 = torch.ops.aten._scaled_dot_product_cudnn_attention.default(...)``).
+_ASSIGN = r"^\s*(?:[\w, ]+=\s*)?"
+_TRITON = re.compile(_ASSIGN + r"(triton_\w+)\.run\(")
+_CPP = re.compile(_ASSIGN + r"(cpp_fused_\w+)\(")
+_EXTERN = re.compile(_ASSIGN + r"extern_kernels\.(\w+)\(")
+_TORCH_OP = re.compile(_ASSIGN + r"torch\.ops\.(\w+)\.(\w+)\.\w+\(")
+_SOURCE = re.compile(r"^\s*#\s*(?:Topologically Sorted|Unsorted) Source Nodes: \[(.*?)\], Original ATen: \[(.*?)\]")
+_HANDLE = re.compile(r"^\s*#\s*\[Provenance debug handles\]\s*(\S+)")
+
+
+@dataclass
+class Statement:
+    """One launch of a generated ``call()``, in order."""
+
+    kind: str  # 'triton' | 'cpp' | 'extern'
+    name: str  # kernel name, or the aten op of an extern call ('aten::mm')
+    occurrence: int  # how many launches of this name came before it in the call
+    handle: str | None  # Inductor's provenance debug handle ('triton_poi_fused_add_0:3'), when written
+    source_nodes: list[str]  # the comment's source nodes (Dynamo names, or the node's own for backward nodes)
+    original_aten: list[str]
+
+
+def call_statements(code: str) -> list[Statement]:
+    """The launches of the generated module's ``call()``, in order, with the comments before each."""
+    start = code.find("def call(")
+    if start < 0:
+        return []
+    out: list[Statement] = []
+    seen: dict[str, int] = {}
+    sources: list[str] = []
+    aten: list[str] = []
+    handle: str | None = None
+    for line in code[start:].splitlines()[1:]:
+        if line and not line[0].isspace():  # the end of call(): the next top-level statement
+            break
+        if m := _SOURCE.match(line):
+            sources = [s.strip() for s in m.group(1).split(",")]
+            aten = [a.strip() for a in m.group(2).split(",") if a.strip()]
+            continue
+        if m := _HANDLE.match(line):
+            handle = m.group(1)
+            continue
+        kind = name = None
+        if m := _TRITON.match(line):
+            kind, name = "triton", m.group(1)
+        elif m := _CPP.match(line):
+            kind, name = "cpp", m.group(1)
+        elif m := _EXTERN.match(line):
+            kind, name = "extern", f"aten::{m.group(1)}"
+        elif m := _TORCH_OP.match(line):
+            kind, name = "extern", f"{m.group(1)}::{m.group(2)}"
+        if kind is None or name is None:
+            continue
+        out.append(Statement(kind, name, seen.get(name, 0), handle, sources, aten))
+        seen[name] = seen.get(name, 0) + 1
+        sources, aten, handle = [], [], None
+    return out
 
 
 def common_chain(chains: list[list[str]]) -> list[str]:
@@ -73,10 +138,10 @@ def launch_rows(doc: dict[str, Any], capture_id: str) -> list[dict[str, Any]]:
         for name, node in nodes.items():
             by_source[node.get("from_node") or name].append(name)
         provenance = g.get("provenance") or {}
-        for index, launch in enumerate(g.get("launches") or []):
-            names = provenance.get(launch.get("handle") or "")
+        for index, launch in enumerate(call_statements(g.get("call") or "")):
+            names = provenance.get(launch.handle or "")
             if names is None:
-                names = [n for src in launch.get("source_nodes", []) if src for n in by_source.get(src, [])]
+                names = [n for src in launch.source_nodes if src for n in by_source.get(src, [])]
             chains = []
             for name in names:
                 node = nodes.get(name) or {}
@@ -94,14 +159,15 @@ def launch_rows(doc: dict[str, Any], capture_id: str) -> list[dict[str, Any]]:
                     "compile_id": g.get("compile_id"),
                     "graph": graph_kind(g.get("aot_graph")),
                     "launch_index": index,
-                    "launch_kind": launch.get("kind"),
-                    "launch_name": launch.get("name"),
-                    "occurrence": launch.get("occurrence"),
+                    "launch_kind": launch.kind,
+                    "launch_name": launch.name,
+                    "occurrence": launch.occurrence,
+                    "handle": launch.handle,
                     "module": chain[-1] if chain else "",
                     "module_chain": json.dumps(chain),
                     "modules": json.dumps(innermost),
                     "nodes": len(names),
-                    "original_aten": json.dumps(launch.get("original_aten") or []),
+                    "original_aten": json.dumps(launch.original_aten),
                     "root_name": doc.get("root_name"),
                 }
             )
