@@ -101,9 +101,8 @@ def provenance_modules(doc: dict) -> dict[tuple[str, str], set[str]]:
 def test_every_launch_lists_the_modules_of_inductors_provenance(cpu_compiled: Path) -> None:
     doc = json.loads((CPU / "compiled_kernels.json").read_text())
     want = provenance_modules(doc)
-    got = {
-        (k, h): set(json.loads(m)) for k, h, m in q(cpu_compiled, "SELECT graph_key, handle, modules FROM compiled_kernels")
-    }
+    rows = q(cpu_compiled, "SELECT graph_key, handle, modules FROM compiled_kernels")
+    got = {(k, h): set(json.loads(m)) for k, h, m in rows}
     # every launch of call() has its handle in Inductor's provenance, and no launch was missed
     assert len(got) == len(want) == sum(len(g["provenance"]) for g in doc["graphs"]) > 20
     assert got == want
