@@ -63,15 +63,25 @@ def module_chain(stack: Any) -> list[str]:
     return names
 
 
+#: The functions of a generated module that launch work: ``call()``, and under CUDA graph partitioning (cudagraph
+#: trees, ``mode="reduce-overhead"``) the ``partition_<n>()`` functions it calls through ``self.partitions[n]``.
+_LAUNCHING_DEF = re.compile(r"^([ \t]*)def (call|partition_\d+)\(", re.M)
+
+
 def call_function(code: str) -> str:
-    """The text of the generated module's ``call()`` (its launches and the comments before each), where normalize
-    reads the launches from; the kernels' own source, which is most of the module, is left out."""
-    start = code.find("def call(")
-    if start < 0:
-        return ""
-    lines = code[start:].splitlines()
-    end = next((i for i, line in enumerate(lines[1:], 1) if line and not line[0].isspace()), len(lines))
-    return "\n".join(lines[:end])
+    """The text of the generated module's ``call()`` and ``partition_<n>()`` functions (their launches and the
+    comments before each), where normalize reads the launches from; the kernels' own source, which is most of the
+    module, is left out."""
+    parts = []
+    for m in _LAUNCHING_DEF.finditer(code):
+        indent = len(m.group(1).expandtabs())
+        lines = code[m.start() :].splitlines()
+        end = next(
+            (i for i, line in enumerate(lines[1:], 1) if line.strip() and len(line) - len(line.lstrip()) <= indent),
+            len(lines),
+        )
+        parts.append("\n".join(lines[:end]))
+    return "\n".join(parts)
 
 
 @dataclass

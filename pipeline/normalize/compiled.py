@@ -59,19 +59,45 @@ class Statement:
     original_aten: list[str]
 
 
+_DEF = re.compile(r"^\s*def (call|partition_\d+)\(")
+_PARTITION_CALL = re.compile(r"partitions\[(\d+)\]\(")
+
+
+def _functions(code: str) -> dict[str, list[str]]:
+    """The side file's generated functions (``call``, ``partition_<n>``) -> their body lines."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in code.splitlines():
+        if m := _DEF.match(line):
+            current = m.group(1)
+            out[current] = []
+        elif current is not None:
+            out[current].append(line)
+    return out
+
+
+def _in_order(functions: dict[str, list[str]]) -> list[str]:
+    """``call()``'s lines with each ``self.partitions[n](...)`` replaced by ``partition_<n>()``'s lines: the
+    order the launches run in."""
+    lines = []
+    for line in functions.get("call", []):
+        m = _PARTITION_CALL.search(line)
+        if m and f"partition_{m.group(1)}" in functions:
+            lines += functions[f"partition_{m.group(1)}"]
+        else:
+            lines.append(line)
+    return lines
+
+
 def call_statements(code: str) -> list[Statement]:
-    """The launches of the generated module's ``call()``, in order, with the comments before each."""
-    start = code.find("def call(")
-    if start < 0:
-        return []
+    """The launches of the generated ``call()`` (and the partitions it calls), in order, with the comments before
+    each."""
     out: list[Statement] = []
     seen: dict[str, int] = {}
     sources: list[str] = []
     aten: list[str] = []
     handle: str | None = None
-    for line in code[start:].splitlines()[1:]:
-        if line and not line[0].isspace():  # the end of call(): the next top-level statement
-            break
+    for line in _in_order(_functions(code)):
         if m := _SOURCE.match(line):
             sources = [s.strip() for s in m.group(1).split(",")]
             aten = [a.strip() for a in m.group(2).split(",") if a.strip()]
