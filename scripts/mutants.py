@@ -577,6 +577,22 @@ MUTANTS: list[Mutant] = [
         "a memory operation's share is of its path's whole GPU time, kernels included",
         (f"{GOLDEN}::test_layer_memory_ops_share_of_the_paths_gpu_time",),
     ),
+    Mutant(
+        "gzip_bomb_read_whole",
+        "pipeline/normalize/source.py",
+        "data = f.read(limit + 1)",
+        "data = f.read()",
+        "a gzip input past the limit is refused as its stream passes it, never decompressed whole first",
+        ("tests/test_reliability.py::test_a_gzip_bomb_is_refused_without_being_held_whole",),
+    ),
+    Mutant(
+        "zero_input_limit_accepted",
+        "pipeline/normalize/source.py",
+        "if n is None or n <= 0:",
+        "if n is None or n < 0:",
+        "TRACEPIPE_MAX_INPUT_BYTES=0 is a bad setting (exit 2 once), not a limit every in-memory input fails",
+        ("tests/test_reliability.py::test_a_zero_input_limit_is_a_bad_setting",),
+    ),
 ]
 
 
