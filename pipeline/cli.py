@@ -21,6 +21,7 @@ from pipeline.errors import (
     EXIT_FAILED,
     EXIT_WORKER_DIED,
     BadInputError,
+    OutputError,
     SettingError,
     os_error_reason,
 )
@@ -311,7 +312,9 @@ def analyze(
     """
     from pipeline import catalog
     from pipeline.analyze import analysis_warnings, connect, create_views, default_views, view_files, write_views
+    from pipeline.outputs import refuse_inside_normalized
 
+    refuse_inside_normalized(out)  # before anything is read or written (write_views checks it again)
     sql_dir = catalog.SQL_DIR
     if not view_files(sql_dir):
         console.fail(f"no views in {sql_dir}: this tracepipe installation lacks its sql/ files (reinstall it)")
@@ -394,6 +397,7 @@ def sql(
     """
     from pipeline.analyze import connect
     from pipeline.analyze.shell import (
+        MAX_ROWS,
         OutputError,
         check_new_file,
         fetch,
@@ -405,6 +409,8 @@ def sql(
         write_result,
     )
 
+    if not 1 <= max_rows <= MAX_ROWS:  # DuckDB's renderer counts rows in 64 bits
+        raise click.BadParameter(f"{max_rows} is not a whole number from 1 to {MAX_ROWS}", param_hint="--max-rows")
     file_format = None
     try:
         if query is None and (output is not None or fmt == "parquet"):
@@ -467,7 +473,7 @@ def _run_main() -> None:
 
     try:
         main(standalone_mode=True)
-    except (BadInputError, SettingError, TraceIdError) as e:
+    except (BadInputError, OutputError, SettingError, TraceIdError) as e:
         console.fail(str(e))
         sys.exit(EXIT_BAD_INPUT)
     except OSError as e:

@@ -49,7 +49,9 @@ def run_command(
       tracepipe run job/ -j 8 --device rtx3090 --csv    # 8 ranks at once, projected onto an RTX 3090
     """
     from pipeline import cli
+    from pipeline.outputs import refuse_inside_normalized
 
+    refuse_inside_normalized(out / "analysis")  # before normalizing: analyze would refuse it after
     ctx.invoke(cli.normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet, jobs=jobs)
     ctx.invoke(
         cli.analyze,

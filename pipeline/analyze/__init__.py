@@ -30,6 +30,7 @@ import pyarrow as pa
 from pipeline.catalog import SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.lean import cores, duckdb_connect
+from pipeline.outputs import output_folder, writing
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import committed, committed_files, hold_readers, trace_ids
 
@@ -394,8 +395,9 @@ def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> in
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
     try:
-        (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
-        os.replace(tmp, dest)
+        with writing(dest):  # a full disk names the view's file: exit 2, not DuckDB's IOException
+            (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
+            os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return rows
@@ -496,7 +498,7 @@ def write_views(
     ``workers`` (default :func:`view_workers`): in memory, without ``produce`` and with none of the views
     already defined on ``con``, this many views are computed at once (:func:`_write_in_memory_concurrently`).
     """
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)  # never inside normalized data
     rows: dict[str, int] = {}
     scratch: dict[str, Path] = {}
     files = view_files(sql_dir)

@@ -60,13 +60,15 @@ def diff(
       tracepipe report build/analysis --diff before/normalized after/normalized   # as a report section
     """
     from pipeline.analyze.shell import write_result
+    from pipeline.outputs import output_folder, refuse_inside_normalized
     from pipeline.report.build import write_atomic
     from pipeline.report.diff import bar_chart, compare, open_sides, print_summary, section_html, totals
     from pipeline.report.html import Page
 
+    refuse_inside_normalized(out)  # before the comparison's work: a layer_diff.parquet there reads as a table
     with open_sides(a, b) as (side_a, side_b):
         d = compare(side_a, side_b, depth)
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)
     written = []
     table = d.to_arrow()
     for fmt in dict.fromkeys(formats):
