@@ -87,7 +87,9 @@ def analyze(
     """
     from pipeline import catalog
     from pipeline.analyze import analysis_warnings, connect, create_views, default_views, view_files, write_views
+    from pipeline.outputs import refuse_inside_normalized
 
+    refuse_inside_normalized(out)  # before anything is read or written (write_views checks it again)
     sql_dir = catalog.SQL_DIR
     if not view_files(sql_dir):
         console.fail(f"no views in {sql_dir}: this tracepipe installation lacks its sql/ files (reinstall it)")
@@ -170,6 +172,7 @@ def sql(
     """
     from pipeline.analyze import connect
     from pipeline.analyze.shell import (
+        MAX_ROWS,
         OutputError,
         check_new_file,
         fetch,
@@ -181,6 +184,8 @@ def sql(
         write_result,
     )
 
+    if not 1 <= max_rows <= MAX_ROWS:  # DuckDB's renderer counts rows in 64 bits
+        raise click.BadParameter(f"{max_rows} is not a whole number from 1 to {MAX_ROWS}", param_hint="--max-rows")
     file_format = None
     try:
         if query is None and (output is not None or fmt == "parquet"):

@@ -35,6 +35,8 @@ PY_TABLES: dict[str, str] = {
     "kernel_tile_patterns": "pipeline.analyze.tiles:tile_patterns_table",
     "ncu_display_names": "pipeline.analyze.ncu_names:display_names_table",
     "layer_hints": "pipeline.layer_hints:layer_hints_table",
+    "aten_op_names": "pipeline.analyze.fused_ops:op_names_table",
+    "inductor_kernel_kinds": "pipeline.analyze.fused_ops:kernel_kinds_table",
     "device_override": "pipeline.analyze.arch:device_override_table",  # replaced by connect(device=...)
 }
 

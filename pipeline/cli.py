@@ -15,6 +15,7 @@ from pipeline.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     BadInputError,
+    OutputError,
     SettingError,
     os_error_reason,
 )
@@ -78,7 +79,7 @@ def _run_main() -> None:
 
     try:
         main(standalone_mode=True)
-    except (BadInputError, SettingError, TraceIdError) as e:
+    except (BadInputError, OutputError, SettingError, TraceIdError) as e:
         console.fail(str(e))
         sys.exit(EXIT_BAD_INPUT)
     except OSError as e:

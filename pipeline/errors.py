@@ -22,6 +22,11 @@ class BadInputError(Exception):
         super().__init__(f"{self.path}: {reason}")
 
 
+class OutputError(Exception):
+    """A result that cannot be written where asked (inside the normalized data, no such folder, a full disk):
+    the message names the file and the fix. Exit 2, like bad input."""
+
+
 class SettingError(Exception):
     """A setting (environment variable or option value) tracepipe cannot use; the message names it and
     what it expects. Exit 2, like bad input."""
@@ -46,14 +51,21 @@ _OS_FIXES = {
     errno.EACCES: "permission denied: check the file's and folder's permissions, or write elsewhere (--out)",
     errno.EPERM: "operation not permitted: check the file's and folder's permissions, or write elsewhere",
     errno.EROFS: "read-only file system: write elsewhere (--out, TMPDIR)",
+    errno.EFBIG: "file too large for the file system or the file-size limit (ulimit -f): write elsewhere (--out)",
     errno.ENAMETOOLONG: "file name too long: use a shorter --out or --trace-id",
     errno.EMFILE: "too many open files: raise the limit (ulimit -n) or use fewer --jobs",
 }
 
 
+def os_error_fix(code: int) -> str | None:
+    """What went wrong and the fix, for an OS error number a user can fix (no space, no permission...);
+    None for any other."""
+    return _OS_FIXES.get(code)
+
+
 def os_error_reason(e: OSError) -> str | None:
     """One line naming the file and the fix for an OS error a user can fix; None for any other."""
-    fix = _OS_FIXES.get(e.errno) if e.errno is not None else None
+    fix = os_error_fix(e.errno) if e.errno is not None else None
     if fix is None:
         return None
     where = e.filename if e.filename is not None else "a file"

@@ -50,7 +50,9 @@ def run_command(
     """
     from pipeline.analyze_cli import analyze
     from pipeline.normalize_cli import normalize
+    from pipeline.outputs import refuse_inside_normalized
 
+    refuse_inside_normalized(out / "analysis")  # before normalizing: analyze would refuse it after
     ctx.invoke(normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet, jobs=jobs)
     ctx.invoke(
         analyze,

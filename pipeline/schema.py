@@ -276,6 +276,26 @@ LAYER_SHAPES = _schema(
     ("root_name", s),
 )
 
+#: One row per launch of each graph Inductor compiled, from the capture's ``compiled_kernels.json``: the modules the
+#: launch computes.  A trace names the graph by its FX graph cache key (``## Call CompiledFxGraph <key> ##``).
+COMPILED_KERNELS = _schema(
+    ("capture_id", s),
+    ("graph_key", s),
+    ("compile_id", s),
+    ("graph", s),
+    ("launch_index", i32),
+    ("launch_kind", s),
+    ("launch_name", s),
+    ("occurrence", i32),
+    ("handle", s),
+    ("module", s),
+    ("module_chain", s),
+    ("modules", s),
+    ("nodes", i32),
+    ("original_aten", s),
+    ("root_name", s),
+)
+
 #: Every table a normalizer may write, by name.  A trace writes the tables its
 #: source has; analysis treats an absent table as empty.
 TABLES: dict[str, pa.Schema] = {
@@ -294,6 +314,7 @@ TABLES: dict[str, pa.Schema] = {
     "graph_nodes": GRAPH_NODES,
     "graph_launches": GRAPH_LAUNCHES,
     "threads": THREADS,
+    "compiled_kernels": COMPILED_KERNELS,
 }
 
 #: One line per table for ``--help``, the shell's ``.tables`` and the Python API; the same words head each
@@ -314,6 +335,7 @@ DESCRIPTIONS: dict[str, str] = {
     "graph_nodes": "CUDA graph nodes as nsys saw them made (`CUDA_GRAPH_NODE_EVENTS`)",
     "graph_launches": "whole-graph executions recorded without their kernels (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`)",
     "threads": "named CPU threads (nsys `ThreadNames`)",
+    "compiled_kernels": "per launch of a torch.compile'd graph, the modules it computes (`compiled_kernels.json`)",
 }
 
 

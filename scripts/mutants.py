@@ -49,6 +49,7 @@ CALL_STACKS = "pipeline/normalize/sql/call_stacks.sql"
 NESTING = "pipeline/normalize/nesting.py"
 FAST_EXIT = "tests/test_reliability.py::test_a_batch_command_ends_without_teardown_but_with_its_exit_work_done"
 FAST_EXIT_RULES = "tests/test_reliability.py::test_the_fast_exit_runs_atexit_flushes_and_keeps_the_status"
+GOLDEN = "tests/test_views_golden.py"
 
 MUTANTS: list[Mutant] = [
     # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
@@ -506,6 +507,91 @@ MUTANTS: list[Mutant] = [
         '    "Iteration Start: PyTorch Profiler": ',
         "Kineto's iteration marker is known whatever the trace's name",
         ("tests/test_chrome_versions.py::test_iteration_start_markers_of_any_trace_name_are_not_reported",),
+    ),
+    # --- issue #45: rules of views no test read, each guarded by a golden table (tests/test_views_golden.py) ----
+    Mutant(
+        "recompute_is_link_target",
+        "sql/launch_point_layers.sql",
+        "    WHERE b.op_id IS NULL OR b.end_ns < f.start_ns\n",
+        "",
+        "a forward op recomputed inside a backward op (activation checkpointing) is no backward op's link target",
+        (f"{GOLDEN}::test_recomputed_forward_ops_are_no_backward_link_targets",),
+    ),
+    Mutant(
+        "backward_before_optimizer",
+        "sql/launch_point_layers.sql",
+        "               WHEN oc.t IS NOT NULL THEN 'optimizer'\n"
+        "               WHEN bd.bwd_op_id IS NOT NULL THEN 'backward'\n",
+        "               WHEN bd.bwd_op_id IS NOT NULL THEN 'backward'\n"
+        "               WHEN oc.t IS NOT NULL THEN 'optimizer'\n",
+        "a launch inside both an optimizer step and a backward op (optimizer in a gradient hook) is optimizer",
+        (f"{GOLDEN}::test_optimizer_step_inside_a_backward_op_is_optimizer",),
+    ),
+    Mutant(
+        "range_at_bwd_start_is_outside",
+        "sql/launch_point_layers.sql",
+        "NOT coalesce(own_r.start_ns >= c.bwd_start_ns, false)",
+        "NOT coalesce(own_r.start_ns > c.bwd_start_ns, false)",
+        "a range opened at the backward op's own start instant is opened inside it and wins over the link",
+        (f"{GOLDEN}::test_a_range_opened_at_the_backward_ops_start_wins_over_the_link",),
+    ),
+    Mutant(
+        "tile_channels_floor",
+        "sql/kernel_tiles.sql",
+        "* ((out_channels + tile_n - 1) // tile_n)",
+        "* (out_channels // tile_n)",
+        "a partial tile of output channels is a whole tile: channel tiles round up",
+        (f"{GOLDEN}::test_kernel_tiles_round_partial_tiles_up",),
+    ),
+    Mutant(
+        "work_map_max_blocks_off_by_one",
+        "sql/layer_work_map.sql",
+        "c.full_blocks_per_sm + (c.extra_block_sms > 0)::BIGINT AS max_blocks_per_sm",
+        "c.full_blocks_per_sm + 1 AS max_blocks_per_sm",
+        "blocks that are an exact multiple of the SMs put that many on every SM, not one more on some",
+        (f"{GOLDEN}::test_layer_work_map_splits_each_calls_work_over_blocks_and_sms",),
+    ),
+    Mutant(
+        "work_map_calls_joined_on_trace",
+        "sql/layer_work_map.sql",
+        "LEFT JOIN calls n ON n.trace_id = k.trace_id AND n.range_id IS NOT DISTINCT FROM k.range_id",
+        "LEFT JOIN calls n ON n.trace_id = k.trace_id",
+        "the MAC kernels of a call are counted per module call (range), not per trace",
+        (f"{GOLDEN}::test_layer_work_map_splits_each_calls_work_over_blocks_and_sms",),
+    ),
+    Mutant(
+        "sm_spread_round_groups_swapped",
+        "sql/kernel_sm_spread.sql",
+        "((blocks % sm_count) * ((model_min_blocks + 1 + r - 1) // r)\n"
+        "            + (sm_count - blocks % sm_count) * ((model_min_blocks + r - 1) // r))",
+        "((blocks % sm_count) * ((model_min_blocks + r - 1) // r)\n"
+        "            + (sm_count - blocks % sm_count) * ((model_min_blocks + 1 + r - 1) // r))",
+        "the blocks % SMs SMs with one block more run its rounds; the others run the rounds of the fewer blocks",
+        (f"{GOLDEN}::test_kernel_sm_spread_model_rounds_beside_measured_cycles",),
+    ),
+    Mutant(
+        "memory_share_of_memory_ops_only",
+        "sql/layer_memory_ops.sql",
+        "AS path_ns FROM gpu_op_layers)\nWHERE op_kind IN ('memcpy', 'memset')",
+        "AS path_ns FROM gpu_op_layers\n      WHERE op_kind IN ('memcpy', 'memset'))",
+        "a memory operation's share is of its path's whole GPU time, kernels included",
+        (f"{GOLDEN}::test_layer_memory_ops_share_of_the_paths_gpu_time",),
+    ),
+    Mutant(
+        "gzip_bomb_read_whole",
+        "pipeline/normalize/source.py",
+        "data = f.read(limit + 1)",
+        "data = f.read()",
+        "a gzip input past the limit is refused as its stream passes it, never decompressed whole first",
+        ("tests/test_reliability.py::test_a_gzip_bomb_is_refused_without_being_held_whole",),
+    ),
+    Mutant(
+        "zero_input_limit_accepted",
+        "pipeline/normalize/source.py",
+        "if n is None or n <= 0:",
+        "if n is None or n < 0:",
+        "TRACEPIPE_MAX_INPUT_BYTES=0 is a bad setting (exit 2 once), not a limit every in-memory input fails",
+        ("tests/test_reliability.py::test_a_zero_input_limit_is_a_bad_setting",),
     ),
 ]
 

@@ -40,11 +40,14 @@
 --     resnet50 sample: 966 kernels that had no pass).
 -- (3) Optimizer: a launch inside an optimizer step (`optimizer` range of tracepipe capture, PyTorch's own
 --     `Optimizer.step#<Class>.step` range or op, nsys --pytorch=functions-trace's `torch.optim.<Class>.step` op) is
---     `optimizer`, on the outermost such range's path.
+--     `optimizer`, on the path of tracepipe's `optimizer` range when one is open (the capture's global optimizer
+--     hooks open it inside PyTorch's own range), else of the outermost such range.
 -- (4) Backward threads: a launch on a thread of autograd's engine that no rule above gives a pass is `backward`
 --     (in the range open at the launch, if any): a thread named `pt_autograd_<N>` (threads: nsys ThreadNames) or
---     one the trace records backward ops on (`Fwd thread id` > 0).  A plain `nsys profile` of a training script
---     has no op to link backward work by, yet its autograd thread says what the work is.
+--     one whose every op with a sequence number is a backward node (`Fwd thread id` > 0: the main thread runs
+--     backward nodes too, while torch.compile traces the joint graph or on CPU tensors, but it runs forward ops as
+--     well).  A plain `nsys profile` of a training script has no op to link backward work by, yet its autograd
+--     thread says what the work is.
 -- Precedence: optimizer (3), then a backward op (2), then a backward thread (4), then forward (1).
 WITH RECURSIVE seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates.
                               -- Gradient accumulation into .grad (AccumulateGrad) is a node of the engine
@@ -170,22 +173,25 @@ attributed AS MATERIALIZED (
     FROM innermost i
     LEFT JOIN start_end se USING (trace_id, pid, tid, t)
 ),
-opt_ranges AS (   -- optimizer steps: ranges (outermost of nested ones) and PyTorch's ops of the same name
-    SELECT trace_id, pid, tid, start_ns, end_ns, range_id
+opt_ranges AS (   -- optimizer steps: ranges (outermost of nested ones, tracepipe's and PyTorch's apart) and
+                  -- PyTorch's ops of the same name
+    SELECT trace_id, pid, tid, start_ns, end_ns, range_id, ours
     FROM (
-        SELECT *, max(end_ns) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns, end_ns DESC
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        SELECT *, text = 'optimizer' AS ours,
+               max(end_ns) OVER (PARTITION BY trace_id, pid, tid, text = 'optimizer' ORDER BY start_ns, end_ns DESC
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
         FROM pp_all WHERE text = 'optimizer' OR text LIKE 'Optimizer.step#%'
     )
     WHERE prev_end IS NULL OR prev_end < end_ns
     UNION ALL
-    SELECT trace_id, pid, tid, start_ns, end_ns, NULL AS range_id FROM ops
+    SELECT trace_id, pid, tid, start_ns, end_ns, NULL AS range_id, false AS ours FROM ops
     WHERE name LIKE 'Optimizer.step#%' OR regexp_matches(name, '^torch\.optim\.\w+\.step$')
 ),
 bwd_threads AS (   -- rule (4): threads of autograd's engine
     SELECT DISTINCT trace_id, pid, tid FROM threads WHERE name LIKE 'pt\_autograd\_%' ESCAPE '\'
     UNION
-    SELECT DISTINCT trace_id, pid, tid FROM ops WHERE fwd_thread_id > 0
+    SELECT trace_id, pid, tid FROM ops WHERE sequence_number IS NOT NULL
+    GROUP BY ALL HAVING bool_and(fwd_thread_id > 0)
 ),
 in_bwd AS (   -- launch points inside a backward op (none in an inference trace: the joins below stay small)
     SELECT q.trace_id, q.pid, q.tid, q.t, b.bwd_op_id, b.start_ns AS bwd_start_ns, b.fwd_op_id,
@@ -206,8 +212,10 @@ bwd_decided AS (   -- the linked forward op's layer, unless a range opened insid
       ON fr.trace_id = c.trace_id AND fr.pid IS NOT DISTINCT FROM c.fwd_pid AND fr.tid = c.fwd_tid
      AND fr.t = c.fwd_start_ns
 ),
-opt_ctx AS (
-    SELECT q.trace_id, q.pid, q.tid, q.t, max(o.range_id) AS opt_range_id
+opt_ctx AS (   -- tracepipe's own `optimizer` range wins: its global step hooks open it inside PyTorch's
+               -- Optimizer.step# range, which a PyTorch trace records and nsys (an op under emit_nvtx) does not
+    SELECT q.trace_id, q.pid, q.tid, q.t, coalesce(max(o.range_id) FILTER (WHERE o.ours), max(o.range_id))
+                                              AS opt_range_id
     FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM opt_ranges)) q
     JOIN opt_ranges o
       ON o.trace_id = q.trace_id AND o.pid IS NOT DISTINCT FROM q.pid AND o.tid = q.tid

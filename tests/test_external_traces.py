@@ -144,7 +144,7 @@ def chrome_expected(path: Path) -> dict:
     ranges = defaultdict(list)
     for a in by_kind["annotation"]:
         ranges[(thread(a["pid"]), thread(a["tid"]))].append((ns(a["ts"]), ns(a["ts"]) + ns(a["dur"]), a["name"]))
-    backward = defaultdict(list)
+    backward, seq_ops = defaultdict(list), defaultdict(list)
     for o in by_kind["cpu_op"]:
         a = o.get("args", {})
         if o["name"] in ACCUMULATE_GRAD or (
@@ -156,8 +156,9 @@ def chrome_expected(path: Path) -> dict:
             )
         ):
             backward[(thread(o["pid"]), thread(o["tid"]))].append((ns(o["ts"]), ns(o["ts"]) + ns(o["dur"])))
-        if (a.get("Fwd thread id") or 0) > 0:  # a backward node: its thread is autograd's engine thread
-            backward["engine threads"].append((thread(o["pid"]), thread(o["tid"])))
+        if a.get("Sequence number") is not None:  # a thread running only backward nodes is autograd's engine
+            seq_ops[(thread(o["pid"]), thread(o["tid"]))].append((a.get("Fwd thread id") or 0) > 0)
+    backward["engine threads"] = [t for t, nodes in seq_ops.items() if all(nodes)]
     kernels = by_kind["kernel"]
     return {
         "kernels": len(kernels),

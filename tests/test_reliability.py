@@ -153,6 +153,56 @@ def test_in_memory_inputs_past_the_limit_are_refused_naming_the_setting(tmp_path
     assert r.returncode == 0, r.stderr
 
 
+def _peak_rss_of(*args: object, env: dict[str, str], log: Path) -> tuple[int, int]:
+    """Exit code and peak resident memory (bytes) of one real ``tracepipe`` process (os.wait4's rusage is the
+    child's own, not the sum over every child this test process ever ran)."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen([*TP, *map(str, args)], stdout=subprocess.DEVNULL, stderr=err, env={**ENV, **env})
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    return proc.returncode, usage.ru_maxrss * 1024  # Linux reports kilobytes
+
+
+def _gzip_of_spaces(path: Path, mib: int) -> Path:
+    """A chrome trace's opening, ``mib`` MiB of JSON whitespace, its end: a valid trace, gzip ~1/1000 its size."""
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(b'{"traceEvents": [')
+        for _ in range(mib):
+            f.write(b" " * (1 << 20))
+        f.write(b"]}")
+    return path
+
+
+def test_a_gzip_bomb_is_refused_without_being_held_whole(tmp_path: Path) -> None:
+    """Past TRACEPIPE_MAX_INPUT_BYTES a gzip input is refused as soon as its stream passes the limit: a
+    128 MiB bomb costs the process no more memory than a 2 MiB one (reading it whole first would add at
+    least its 128 MiB, and gives the same message)."""
+    env = {"TRACEPIPE_MAX_INPUT_BYTES": "1MB"}
+    runs = {}
+    for mib in (2, 128):
+        bomb = _gzip_of_spaces(tmp_path / f"bomb{mib}.json.gz", mib)
+        log = tmp_path / f"bomb{mib}.log"
+        runs[mib] = _peak_rss_of("normalize", bomb, "--out", tmp_path / "o", "--quiet", env=env, log=log)
+        err = log.read_text()
+        assert runs[mib][0] == 2 and "TRACEPIPE_MAX_INPUT_BYTES" in err and str(bomb) in err, err
+    assert (tmp_path / "bomb128.json.gz").stat().st_size < 1 << 20  # a bomb: under 1 MiB on disk
+    assert runs[128][1] - runs[2][1] < 32 << 20, runs
+
+
+@pytest.mark.parametrize("value", ["0", "0GB"])
+def test_a_zero_input_limit_is_a_bad_setting(value: str, tmp_path: Path) -> None:
+    """A limit of 0 bytes would refuse every chrome trace and ncu CSV, and say it of each file: it is refused
+    once as a setting, exit 2, before anything is written (an nsys export, read in place, would otherwise
+    normalize)."""
+    out = tmp_path / "o"
+    r = tp("normalize", SMALLCNN / "nsys.sqlite.gz", "--out", out, env={"TRACEPIPE_MAX_INPUT_BYTES": value})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"error: TRACEPIPE_MAX_INPUT_BYTES={value!r}: expected a positive size such as 1500000000 or 8GB"
+    ]
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("env", ["TRACEPIPE_MAX_INPUT_BYTES", "TRACEPIPE_MEMORY_LIMIT", "TRACEPIPE_TEMP_LIMIT"])
 def test_settings_are_validated_not_pasted(env: str, nsys_out: Path, tmp_path: Path) -> None:
     pwned = tmp_path / "pwned.csv"

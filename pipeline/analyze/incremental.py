@@ -36,6 +36,7 @@ from pipeline.analyze.engine import connect, create_views
 from pipeline.analyze.views import view_files, view_inputs
 from pipeline.analyze.write import _copy, _read_back, write_views
 from pipeline.catalog import SQL_DIR
+from pipeline.outputs import output_folder, writing
 from pipeline.schema import SCHEMA_VERSION
 from pipeline.store import committed
 
@@ -140,8 +141,9 @@ def _combine(con: duckdb.DuckDBPyConnection, old: Path, part: Path | None, chang
     rel = kept.union(con.read_parquet(str(part))) if part is not None else kept
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
-        rel.write_parquet(str(tmp), compression="zstd")
-        os.replace(tmp, dest)
+        with writing(dest):
+            rel.write_parquet(str(tmp), compression="zstd")
+            os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return int(con.read_parquet(str(dest)).count("*").fetchall()[0][0])
@@ -159,8 +161,7 @@ def analyze_incremental(
     """Write ``views`` into ``out`` like :func:`pipeline.analyze.write_views`, recomputing only the captures
     whose traces changed since the last incremental run into ``out`` (everything on the first run, or when
     anything else changed); returns the connection (every view readable, e.g. for analysis_warnings)."""
-    normalized, out = Path(normalized).resolve(), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    normalized, out = Path(normalized).resolve(), output_folder(Path(out))
     state_path = out / STATE_FILE
     generations = {tid: c.generation for tid, c in committed(normalized).items()}
     key = fingerprint(normalized, views, formats, device, sql_dir)

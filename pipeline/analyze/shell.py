@@ -10,6 +10,7 @@ renderer draws tables (eliding middle columns and rows to fit), DuckDB writes CS
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import io
 import json
@@ -21,7 +22,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stdout
+from contextlib import nullcontext, redirect_stdout
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,18 +32,21 @@ import pyarrow.parquet as pq
 
 from pipeline.analyze.readonly import read_only_query
 from pipeline.catalog import descriptions, is_public
+from pipeline.errors import OutputError
+from pipeline.outputs import check_new_file, writing
+
+__all__ = ["OutputError", "check_new_file"]  # where the sql command has always found them
 
 #: Formats a result can be printed in (the shell's ``.mode``) and written to a file in (``-o``).
 MODES = ("table", "csv", "json", "markdown", "line")
 FILE_FORMATS = ("csv", "json", "parquet")
 #: ``-o FILE`` without ``--format``: the format from the file's extension.
 EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet"}
+#: The most rows ``.maxrows`` and ``sql --max-rows`` take: DuckDB's renderer counts them in 64 bits (a larger
+#: number was its TypeError, exit 1).
+MAX_ROWS = 2**63 - 1
 HISTORY_ENV = "TRACEPIPE_HISTORY"
 DEFAULT_HISTORY = Path("~/.tracepipe_history")
-
-
-class OutputError(Exception):
-    """A result file that cannot be written where asked (one line for the user)."""
 
 
 def format_for(output: Path, fmt: str | None) -> str:
@@ -58,21 +62,6 @@ def format_for(output: Path, fmt: str | None) -> str:
             "or give --format csv|json|parquet"
         )
     return by_ext
-
-
-def check_new_file(output: Path, protected: Path | None = None, overwrite: bool = True) -> Path:
-    """``output`` made absolute once it is safe to write: its folder exists, it is not inside ``protected``
-    (the normalized data), it is not a folder, and (without ``overwrite``) it does not exist yet."""
-    target = output.expanduser().absolute()
-    if not target.parent.is_dir():
-        raise OutputError(f"cannot write {output}: no folder {target.parent} (create it first)")
-    if target.is_dir():
-        raise OutputError(f"cannot write {output}: it is a folder; give a file name")
-    if protected is not None and target.resolve().is_relative_to(protected.resolve()):
-        raise OutputError(f"cannot write {output}: it is inside the normalized data {protected}")
-    if not overwrite and target.exists():
-        raise OutputError(f"{output} exists; give a new file name (the shell never overwrites)")
-    return target
 
 
 def _plain(value: Any) -> Any:
@@ -106,8 +95,10 @@ def write_csv(table: pa.Table, dest: Path) -> None:
 
 
 def csv_text(table: pa.Table) -> str:
+    """CSV for the terminal, through a temp file of DuckDB's writer (a full TMPDIR names it: OutputError)."""
     with tempfile.TemporaryDirectory() as d:
-        write_csv(table, Path(d) / "result.csv")
+        with writing(Path(d) / "result.csv"):
+            write_csv(table, Path(d) / "result.csv")
         return (Path(d) / "result.csv").read_text()
 
 
@@ -156,16 +147,18 @@ def render(table: pa.Table, mode: str, max_rows: int = 40, max_width: int | None
 
 
 def write_result(table: pa.Table, output: Path, fmt: str) -> None:
-    """Write a result file atomically (temp file beside it, then rename): a failure leaves no partial file."""
+    """Write a result file atomically (temp file beside it, then rename): a failure leaves no partial file, and
+    a full disk is OutputError naming ``output``."""
     tmp = output.with_name(f".{output.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
-        if fmt == "parquet":
-            pq.write_table(table, tmp, compression="zstd")
-        elif fmt == "json":
-            tmp.write_text("".join(line + "\n" for line in json_lines(table)))
-        else:
-            write_csv(table, tmp)
-        os.replace(tmp, output)
+        with writing(output):
+            if fmt == "parquet":
+                pq.write_table(table, tmp, compression="zstd")
+            elif fmt == "json":
+                tmp.write_text("".join(line + "\n" for line in json_lines(table)))
+            else:
+                write_csv(table, tmp)
+            os.replace(tmp, output)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -228,8 +221,15 @@ class Shell:
 
     # -- output ---------------------------------------------------------------------------------------------------
     def say(self, text: str) -> None:
-        self.out.write(text if text.endswith("\n") else text + "\n")
-        self.out.flush()
+        """``text`` to the terminal or the ``.output`` file; a file the disk refuses (full, quota...) is said
+        in one line naming it, and results go to the terminal again."""
+        try:
+            with writing(self.out_path) if self.out_path is not None else nullcontext():
+                self.out.write(text if text.endswith("\n") else text + "\n")
+                self.out.flush()
+        except OutputError as e:
+            self.error(f"{e}; results go to the terminal again")
+            self.close()
 
     @staticmethod
     def error(text: str) -> None:
@@ -254,7 +254,10 @@ class Shell:
                 self.error(first_line(e))
                 return
             if table is not None:
-                self.say(render(table, self.mode, self.max_rows))
+                try:
+                    self.say(render(table, self.mode, self.max_rows))
+                except OutputError as e:  # csv's temp file on a full TMPDIR
+                    self.error(str(e))
 
     # -- dot commands ---------------------------------------------------------------------------------------------
     def dot(self, line: str) -> bool:
@@ -280,10 +283,10 @@ class Shell:
         elif word == ".maxrows":
             if not arg:
                 self.say(f"current max rows: {self.max_rows}")
-            elif arg.isdigit() and int(arg) > 0:
-                self.max_rows = int(arg)
+            elif (n := row_count(arg)) is not None:
+                self.max_rows = n
             else:
-                self.error(".maxrows takes a positive number")
+                self.error(f".maxrows takes a whole number from 1 to {MAX_ROWS}")
         elif word == ".output":
             self.output(arg)
         else:
@@ -320,9 +323,7 @@ class Shell:
         self.say(render(table, self.mode, 10_000))
 
     def output(self, arg: str) -> None:
-        if self.out is not sys.stdout:
-            self.out.close()
-            self.out, self.out_path = sys.stdout, None
+        self.close()
         if not arg:
             return
         try:
@@ -335,8 +336,21 @@ class Shell:
             self.error(str(e))
 
     def close(self) -> None:
-        if self.out is not sys.stdout:
-            self.out.close()
+        """Back to the terminal; the ``.output`` file is closed (what it still buffered was said by ``say``
+        when the disk refused it: closed all the same)."""
+        out, self.out, self.out_path = self.out, sys.stdout, None
+        if out is not sys.stdout:
+            with contextlib.suppress(OSError):
+                out.close()
+
+
+def row_count(text: str) -> int | None:
+    """``text`` as a number of rows to show (1 to :data:`MAX_ROWS`, ASCII digits only: ``'²'.isdigit()``); None
+    when it is not one."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    n = int(text)
+    return n if 1 <= n <= MAX_ROWS else None
 
 
 def _aligned(listing: pa.Table) -> str:

@@ -21,6 +21,7 @@ from pipeline.analyze.engine import cursor_of, defined_views, table_rows
 from pipeline.analyze.views import STAGED, _body, needed_views, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
 from pipeline.lean import cores
+from pipeline.outputs import output_folder, writing
 
 
 def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
@@ -28,8 +29,9 @@ def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> in
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
     try:
-        (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
-        os.replace(tmp, dest)
+        with writing(dest):  # a full disk names the view's file: exit 2, not DuckDB's IOException
+            (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
+            os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return rows
@@ -120,7 +122,7 @@ def write_views(
     ``workers`` (default :func:`view_workers`): in memory, without ``produce`` and with none of the views
     already defined on ``con``, this many views are computed at once (:func:`_write_in_memory_concurrently`).
     """
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)  # never inside normalized data
     rows: dict[str, int] = {}
     scratch: dict[str, Path] = {}
     files = view_files(sql_dir)

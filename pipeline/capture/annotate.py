@@ -71,6 +71,29 @@ class RangeBackend:
             self.pop()
 
 
+def is_compiling_check() -> Callable[[], bool]:
+    """``torch.compiler.is_compiling`` (torch >= 2.3; ``torch._dynamo.is_compiling`` before): True while Dynamo
+    traces a function.  Hooks test it first and do nothing then: Dynamo traces a module's hooks into the
+    compiled graph, where a range push is no Python call at run time and the hooks' bookkeeping (a dict keyed by
+    the module) breaks Dynamo's tracing (``... is already tracked for mutation``)."""
+    import torch
+
+    compiler = getattr(torch, "compiler", None)
+    check = getattr(compiler, "is_compiling", None)
+    if check is None:
+        dynamo = getattr(torch, "_dynamo", None)
+        check = getattr(dynamo, "is_compiling", None)
+    return check if check is not None else (lambda: False)
+
+
+def unwrap_compiled(module: Any) -> Any:
+    """The module a ``torch.compile`` wrapper (``OptimizedModule``) compiles, else ``module`` itself: its
+    submodules then keep the names ``named_modules()`` gives them on the original (no ``_orig_mod.`` prefix),
+    so an eager and a compiled capture of one model share one vocabulary of paths."""
+    inner = getattr(module, "_orig_mod", None)
+    return inner if inner is not None and type(module).__name__ == "OptimizedModule" else module
+
+
 def name_depth(qualname: str) -> int:
     """0 for the root (``""``), 1 for ``layer1``, 3 for ``layer1.0.conv1``."""
     return 0 if not qualname else qualname.count(".") + 1
@@ -193,16 +216,39 @@ class ModelAnnotator:
         self.root_name = root_name
         self.recorder = recorder or LayerRecorder()
         self.handles: list[Any] = []
-        for qualname, module in model.named_modules():
+        self._root_handles: list[Any] = []
+        self._compiling = is_compiling_check()
+        tree = unwrap_compiled(model)
+        for qualname, module in tree.named_modules():
             d = name_depth(qualname)
             if depth is not None and d > depth:
                 continue
             text = qualname or root_name
-            self.handles.append(module.register_forward_pre_hook(self._pre(text, d), with_kwargs=True))
-            self.handles.append(module.register_forward_hook(self._post(), always_call=True))
+            handles = [
+                module.register_forward_pre_hook(self._pre(text, d), with_kwargs=True),
+                module.register_forward_hook(self._post(), always_call=True),
+            ]
+            self.handles += handles
+            if not qualname:
+                self._root_handles = handles
+        if tree is not model:
+            self.annotate_wrapper(model)
+
+    def annotate_wrapper(self, wrapper: Any) -> None:
+        """The root's range around a ``torch.compile`` wrapper's call instead: the wrapper runs eagerly, while the
+        model it wraps runs inside the compiled region, where hooks do nothing (see ``is_compiling_check``)."""
+        for h in self._root_handles:
+            h.remove()
+        self._root_handles = [
+            wrapper.register_forward_pre_hook(self._pre(self.root_name, 0), with_kwargs=True),
+            wrapper.register_forward_hook(self._post(), always_call=True),
+        ]
+        self.handles += self._root_handles
 
     def _pre(self, text: str, depth: int) -> Callable[..., None]:
         def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if self._compiling():
+                return None
             self.backend.push(text)
             self.recorder.enter(module, text, depth, args, kwargs)
             return None  # never replace the input
@@ -211,6 +257,8 @@ class ModelAnnotator:
 
     def _post(self) -> Callable[..., None]:
         def hook(module: Any, args: tuple[Any, ...], output: Any) -> None:
+            if self._compiling():
+                return None
             self.recorder.leave(module, output)
             self.backend.pop()
             return None  # never replace the output
@@ -295,6 +343,7 @@ class GlobalAnnotator:
         self._roots = 0
         self._parents: list[str] = []  # texts of the open ranges, innermost last
         self._current_parent: str | None = None
+        self._compiling = is_compiling_check()
         self.handles = [
             mm.register_module_forward_pre_hook(self._pre),
             mm.register_module_forward_hook(self._post, always_call=True),
@@ -307,7 +356,9 @@ class GlobalAnnotator:
         if not any(self._open):  # a new root: name its whole tree now
             root = self.root_name if self._roots == 0 else f"{self.root_name}_{self._roots}"
             self._roots += 1
-            for qualname, sub in module.named_modules():
+            tree = unwrap_compiled(module)  # a torch.compile wrapper is named as the model it wraps
+            self.names[module] = (root, 0)
+            for qualname, sub in tree.named_modules():
                 if sub not in self.names:
                     self.names[sub] = (qualname or root, name_depth(qualname))
             return self.names[module]
@@ -317,6 +368,8 @@ class GlobalAnnotator:
         return entry
 
     def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
+        if self._compiling():  # traced into a compiled graph: a no-op there (see is_compiling_check)
+            return None
         text, depth = self._name(module)
         if self.depth is not None and depth > self.depth:
             self._open.append(False)
@@ -329,13 +382,41 @@ class GlobalAnnotator:
         return None
 
     def _post(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
-        if not self._open:
+        if self._compiling() or not self._open:
             return None
         if self._open.pop():
             self.recorder.leave(module, output)
             self.backend.pop()
             self._parents.pop()
             self._current_parent = self._parents[-1] if self._parents else None
+        return None
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+
+class OptimizerRanges:
+    """An ``optimizer`` range around every ``optimizer.step()`` of the process (torch's global optimizer step hooks,
+    as the module hooks are global): a user's script gets its optimizer pass as ``capture --train`` gets it."""
+
+    def __init__(self, backend: RangeBackend, text: str = "optimizer") -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self.backend = backend
+        self.text = text
+        self.handles = [
+            register_optimizer_step_pre_hook(self._pre),
+            register_optimizer_step_post_hook(self._post),
+        ]
+
+    def _pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.backend.push(self.text)
+        return None  # never replace the step's arguments
+
+    def _post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.backend.pop()
         return None
 
     def remove(self) -> None:

@@ -22,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,21 +95,26 @@ class Job:
     loss: str = ""
     backward_ranges: str = "emit_nvtx"
     graph: bool = False
+    compile: str = "none"
     cuda_graph_trace: str = "node"
     steps: list[dict[str, Any]] = field(default_factory=list)
     tools: dict[str, str | None] = field(default_factory=dict)
+    inductor_cache: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tracepipe-inductor-")))
 
     def runner_argv(self, mode: str, iters: int | None = None) -> list[str]:
         argv = [sys.executable, "-m", "pipeline.capture.runner", "--mode", mode, "--out", str(self.out)]
         argv += ["--root-name", self.root_name, "--step-name", self.step_name, "--capture-id", self.out.name]
         if self.depth is not None:
             argv += ["--depth", str(self.depth)]
+        argv += ["--backward-ranges", self.backward_ranges]
         if self.script:
             return [*argv, "--", *user_script(self.script)]
         argv += ["--model", str(self.model), "--device", self.device, "--dtype", self.dtype]
         argv += ["--warmup", str(self.warmup), "--iters", str(iters if iters is not None else self.iters)]
         if self.train:
-            argv += ["--train", "--backward-ranges", self.backward_ranges]
+            argv += ["--train"]
+        if self.compile != "none":
+            argv += ["--compile", self.compile]
         if self.loss:
             argv += ["--loss", self.loss]
         if self.graph:
@@ -124,6 +130,9 @@ class Job:
         root = str(Path(__file__).resolve().parents[2])  # the folder holding `pipeline/`
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
+        # A fresh Inductor cache: every graph compiles in the run (a cached one would skip the compile that
+        # compiled_kernels.json is recorded from). Graph keys are content hashes, the same in every tool's run.
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(self.inductor_cache)
         if self.lib_dir is not None:
             env["LD_LIBRARY_PATH"] = os.pathsep.join(
                 p for p in (str(self.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p
@@ -338,6 +347,7 @@ def finish(job: Job, command: list[str]) -> None:
         steps=job.steps,
     )
     path = write_manifest(job.out, manifest)
+    shutil.rmtree(job.inductor_cache, ignore_errors=True)
     click.echo(f"[capture] wrote {path}", err=True)
 
 
@@ -365,6 +375,15 @@ def common(f: Any) -> Any:
             help="How nsys sees which forward op each backward op belongs to (see docs/capture.md).",
         ),
         click.option("--graph", is_flag=True, help="Capture the forward as a CUDA graph and replay it per step."),
+        click.option(
+            "--compile",
+            "compile_mode",
+            type=click.Choice(["none", "default", "reduce-overhead", "max-autotune"]),
+            default="none",
+            show_default=True,
+            help="torch.compile the model (-m) with this mode; which module each compiled kernel computes goes to "
+            "compiled_kernels.json (a script's own torch.compile is recorded the same way).",
+        ),
         click.option(
             "--cuda-graph-trace",
             type=click.Choice(["node", "graph"]),
@@ -415,6 +434,10 @@ def make_job(kw: dict[str, Any]) -> Job:
     script = tuple(kw.pop("script"))
     if not script and not (kw["model"] and kw["input_shape"]):
         raise click.UsageError("give --model and --input-shape, or -- python script.py")
+    if kw.get("graph") and kw.get("compile_mode", "none") != "none":
+        raise click.UsageError(
+            "--graph and --compile both record CUDA graphs their own way: give one (reduce-overhead)"
+        )
     out: Path = kw["out"]
     out.mkdir(parents=True, exist_ok=True)
     return Job(
@@ -436,6 +459,7 @@ def make_job(kw: dict[str, Any]) -> Job:
         loss=kw.get("loss", ""),
         backward_ranges=kw.get("backward_ranges", "emit_nvtx"),
         graph=kw.get("graph", False),
+        compile=kw.get("compile_mode", "none"),
         cuda_graph_trace=kw.get("cuda_graph_trace", "node"),
     )
 
@@ -581,3 +605,7 @@ def all_(**kw: Any) -> None:
       tracepipe capture all -o cap/mine -- python train.py --epochs 1
     """
     _run(kw, ["nsys", "torch", "ncu"], ncu_kwargs(kw))
+
+
+if __name__ == "__main__":  # `python -m pipeline.capture.cli ...`: the capture alone, without the analysis deps
+    capture()

@@ -137,6 +137,16 @@ def build_manifest(
 
 
 def write_manifest(out: Path, manifest: dict[str, Any]) -> Path:
+    """Write ``manifest.json``; the steps of earlier captures into the same folder (``capture nsys``, then
+    ``capture torch`` of the same script) are kept before this one's, so the folder says how every file in it was
+    made."""
     path = out / MANIFEST
+    try:
+        earlier = json.loads(path.read_text()).get("steps") or []
+    except (OSError, ValueError, AttributeError):
+        earlier = []
+    ran = {step.get("step") for step in manifest.get("steps") or []}
+    kept = [step for step in earlier if isinstance(step, dict) and step.get("step") not in ran]
+    manifest = {**manifest, "steps": kept + list(manifest.get("steps") or [])}
     path.write_text(json.dumps(manifest, indent=1, default=str) + "\n")
     return path

@@ -31,7 +31,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.capture.annotate import GlobalAnnotator, LayerRecorder, ModelAnnotator, RangeBackend
+from pipeline.capture.annotate import (
+    GlobalAnnotator,
+    LayerRecorder,
+    ModelAnnotator,
+    OptimizerRanges,
+    RangeBackend,
+    unwrap_compiled,
+)
+from pipeline.capture.compiled import CompiledKernelRecorder
 
 LAYER_FILE = "layer_shapes.json"
 LAYER_FORMAT_VERSION = 1
@@ -206,10 +214,15 @@ def run_model(args: argparse.Namespace) -> None:
     backend = RangeBackend(use_record_function=not (emit and args.mode == "nsys"))
     recorder = LayerRecorder()
     annotator = ModelAnnotator(model, backend, root_name=args.root_name, depth=args.depth, recorder=recorder)
-    with torch.no_grad():
+    with torch.no_grad():  # shapes and MACs of the eager model: inside a compiled region no hook runs
         recorder.active = True
-        model(*inputs)
+        unwrap_compiled(model)(*inputs)
         recorder.active = False
+    compiled = None
+    if args.compile != "none" and args.mode != "shapes":
+        compiled = compiled_recorder()
+        model = torch.compile(model, mode=None if args.compile == "default" else args.compile)
+        annotator.annotate_wrapper(model)
     doc = layer_document(
         recorder,
         capture_id=args.capture_id or out.name,
@@ -234,6 +247,7 @@ def run_model(args: argparse.Namespace) -> None:
         if args.device.startswith("cuda"):
             activities.append(ProfilerActivity.CUDA)
         with profile(activities=activities, record_shapes=True) as prof:
+            prof.add_metadata(CAPTURE_MARK, "1")  # (taken only while the profiler runs)
             if args.graph:
                 stepper.capture_graph()
             for _ in range(args.iters):
@@ -256,6 +270,8 @@ def run_model(args: argparse.Namespace) -> None:
     if hooks is not None:
         hooks.remove()
     annotator.remove()
+    if compiled is not None:
+        compiled.write(out, capture_id=args.capture_id or out.name, root_name=args.root_name)
     timing = {"mode": args.mode, "train": args.train, "graph": args.graph, "step_s": times}
     timing["backward_ranges"] = args.backward_ranges if args.train else None
     (out / f"timing_{args.mode}.json").write_text(json.dumps(timing) + "\n")
@@ -270,22 +286,52 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
+#: The key ``tracepipe capture`` marks its PyTorch traces with (``profile.add_metadata``): normalize then takes the
+#: module ranges, named by qualified name, as the layers (the same key as ``normalize.chrome_map.CAPTURE_MARK``,
+#: not imported: the capture side runs without the normalizer's dependencies).
+CAPTURE_MARK = "tracepipe_capture"
+
+
+def compiled_recorder() -> CompiledKernelRecorder:
+    """The recorder of compiled graphs, installed before anything compiles (a no-op for eager models)."""
+    recorder = CompiledKernelRecorder()
+    recorder.install()
+    return recorder
+
+
 def run_user_script(args: argparse.Namespace) -> None:
-    """Run a user's script with every module call annotated by global hooks."""
-    backend = RangeBackend()
+    """Run a user's script with every module call annotated by global hooks, every optimizer step in an
+    ``optimizer`` range (global optimizer hooks), and under nsys, every PyTorch op in an NVTX range carrying its
+    autograd sequence number (``emit_nvtx`` around the whole script), so that backward work links to its layer
+    as ``capture torch`` links it from the PyTorch trace's own sequence numbers."""
+    import torch
+
+    under_emit = args.mode == "nsys" and args.backward_ranges == "emit_nvtx"
+    # Under emit_nvtx every record_function is an NVTX range already: NVTX alone, not both
+    backend = RangeBackend(use_record_function=not under_emit)
     GlobalAnnotator(backend, root_name=args.root_name, depth=args.depth)
+    optimizer_ranges = OptimizerRanges(backend, args.optimizer_name)
+    recorder = compiled_recorder()
     script, *rest = args.script
     sys.argv = [script, *rest]
-    if args.mode == "torch":
-        from torch.profiler import ProfilerActivity, profile
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.mode == "torch":
+            from torch.profiler import ProfilerActivity, profile
 
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+                prof.add_metadata(CAPTURE_MARK, "1")  # (taken only while the profiler runs)
+                runpy.run_path(script, run_name="__main__")
+            prof.export_chrome_trace(str(out / "torch_trace.json"))
+        elif under_emit:
+            with torch.autograd.profiler.emit_nvtx(record_shapes=False):
+                runpy.run_path(script, run_name="__main__")
+        else:
             runpy.run_path(script, run_name="__main__")
-        prof.export_chrome_trace(str(out / "torch_trace.json"))
-    else:
-        runpy.run_path(script, run_name="__main__")
+    finally:
+        optimizer_ranges.remove()
+        recorder.write(out, capture_id=args.capture_id or out.name, root_name=args.root_name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -309,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--loss-name", default="loss", help="range text around the loss function")
     p.add_argument("--backward-ranges", choices=("emit_nvtx", "hooks", "none"), default="emit_nvtx")
     p.add_argument("--graph", action="store_true", help="record the forward as a CUDA graph, replay it per step")
+    p.add_argument(
+        "--compile",
+        choices=("none", "default", "reduce-overhead", "max-autotune"),
+        default="none",
+        help="torch.compile the model with this mode (warm-up compiles it, outside the capture window)",
+    )
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py args (user-script mode)")
     return p
 

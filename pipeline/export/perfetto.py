@@ -41,6 +41,7 @@ import duckdb
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.chrome_map import MEMCPY_KINDS
+from pipeline.outputs import refuse_inside_normalized, writing
 
 #: Counters show a layer path cut to the deepest depth that gives at most this many layers (``counter_depth``).
 MAX_COUNTER_LAYERS = 16
@@ -522,6 +523,7 @@ def export_perfetto(
         raise BadInputError(out, "is a folder: give a file name ending in .json or .json.gz")
     if not out.absolute().parent.is_dir():
         raise BadInputError(out, "its folder does not exist: create it, or write elsewhere (-o)")
+    refuse_inside_normalized(out)  # a JSON named like a public part would replace a table's Parquet
     con = connect(normalized, read_only=True, views=["gpu_op_layers", "nvtx_paths", "kernel_occupancy", "kernel_waves"])
     try:
         _require_timeline(con, normalized, trace_id)
@@ -542,18 +544,19 @@ def export_perfetto(
         result = ExportResult(out=out, trace_id=trace_id, counter_depth=depth)
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
-            with _open(tmp, out.name.endswith(".gz")) as f:
-                f.write(_header(con, trace_id).encode())
-                first = True
-                for kind, query in queries.items():
-                    n = 0
-                    for rows in _rows(con, query, {k: v for k, v in params.items() if f"${k}" in query}):
-                        if rows:
-                            f.write((("" if first else ",\n") + ",\n".join(rows)).encode())
-                            first, n = False, n + len(rows)
-                    result.events[kind] = n
-                f.write(b"\n]}\n")
-            os.replace(tmp, out)
+            with writing(out):  # a full disk names the file it was writing: exit 2, one line
+                with _open(tmp, out.name.endswith(".gz")) as f:
+                    f.write(_header(con, trace_id).encode())
+                    first = True
+                    for kind, query in queries.items():
+                        n = 0
+                        for rows in _rows(con, query, {k: v for k, v in params.items() if f"${k}" in query}):
+                            if rows:
+                                f.write((("" if first else ",\n") + ",\n".join(rows)).encode())
+                                first, n = False, n + len(rows)
+                        result.events[kind] = n
+                    f.write(b"\n]}\n")
+                os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)
         result.skipped = _skipped(con, trace_id)

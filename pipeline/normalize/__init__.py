@@ -33,6 +33,7 @@ NORMALIZERS: dict[str, str] = {
     "chrome-trace": "pipeline.normalize.chrome:normalize_chrome",
     "ncu-csv": "pipeline.normalize.ncu:normalize_ncu",
     "layer-shapes": "pipeline.normalize.layers:normalize_layers",
+    "compiled-kernels": "pipeline.normalize.compiled:normalize_compiled",
 }
 
 

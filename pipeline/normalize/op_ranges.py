@@ -1,6 +1,7 @@
-"""PyTorch op ranges in NVTX (``torch.autograd.profiler.emit_nvtx``) -> the ``ops`` table, not layer ranges; and
-the ranges of ``nsys profile --pytorch=functions-trace`` (domain ``PyTorch``): a module's ``forward`` is a layer
-named by its class, any other traced function an op (``nsys_map.PYTORCH_*``).
+"""PyTorch op ranges in NVTX (``torch.autograd.profiler.emit_nvtx``) -> the ``ops`` table, not layer ranges (the ranges
+PyTorch itself opens, ``ProfilerStep#N``, ``Optimizer.step#...``, stay ranges, as in PyTorch traces); and the ranges
+of ``nsys profile --pytorch=functions-trace`` (domain ``PyTorch``): a module's ``forward`` is a layer named by its
+class, any other traced function an op (``nsys_map.PYTORCH_*``).
 
 Under ``emit_nvtx`` every op PyTorch records becomes an NVTX push/pop range in the default domain whose text
 is ``<name>[, seq = N][, op_id = M][, sizes = [...]][, input_op_ids = ...]`` (torch's ``getNvtxStr``):
@@ -18,6 +19,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pipeline.lean import duckdb_connect
+from pipeline.normalize.chrome_map import RANGES_WRITTEN_AS_OPS
 from pipeline.normalize.nsys_map import PYTORCH_DOMAIN, PYTORCH_MODULE_FORWARD, PYTORCH_MODULE_SOURCE
 
 #: Text that marks an op range: a suffix getNvtxStr adds, or a PyTorch op namespace (older torch writes
@@ -33,8 +35,17 @@ _MODULES = (
     f"coalesce(CAST(domain AS VARCHAR) = '{PYTORCH_DOMAIN}' "
     f"AND regexp_matches(CAST(text AS VARCHAR), '{PYTORCH_MODULE_FORWARD}'), false)"
 )
+#: The ranges PyTorch itself opens (``ProfilerStep#N``, ``Optimizer.step#AdamW.step``...: chrome_map's table) are
+#: ranges in a PyTorch trace; under emit_nvtx they carry an op's suffix (``, op_id = N``), which comes off, so that
+#: they stay ranges and both sources give the same paths.
+_BARE = r"regexp_replace(CAST(text AS VARCHAR), ', (seq|op_id|sizes|input_op_ids) = .*$', '')"
+_TORCH_RANGE = (
+    f"coalesce(kind = 'push_pop' AND domain IS NULL AND regexp_matches({_BARE}, "
+    f"'{'|'.join(f'(?:{pattern})' for pattern in RANGES_WRITTEN_AS_OPS)}'), false)"
+)
 _AS_LAYERS = f"""SELECT * REPLACE (
     CASE WHEN {_MODULES} THEN regexp_extract(CAST(text AS VARCHAR), '{PYTORCH_MODULE_FORWARD}', 1)
+         WHEN {_TORCH_RANGE} THEN {_BARE}
          ELSE CAST(text AS VARCHAR) END AS text,
     CASE WHEN {_MODULES} THEN NULL ELSE domain END AS domain,
     CASE WHEN {_MODULES} THEN '{PYTORCH_MODULE_SOURCE}' ELSE CAST(source AS VARCHAR) END AS source)

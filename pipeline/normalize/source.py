@@ -36,7 +36,7 @@ MAX_INPUT_ENV = "TRACEPIPE_MAX_INPUT_BYTES"
 #: Space left free on the temp file system when a gzip SQLite is decompressed there.
 TEMP_RESERVE_BYTES = 256 << 20
 #: Formats read whole into memory (the others are read in place: SQLite, or a memory map).
-IN_MEMORY = ("chrome-trace", "ncu-csv", "layer-shapes")
+IN_MEMORY = ("chrome-trace", "ncu-csv", "layer-shapes", "compiled-kernels")
 
 
 def max_input_bytes() -> int:
@@ -217,9 +217,10 @@ _WHAT = {
     "chrome-trace": "a JSON chrome trace",
     "ncu-csv": "an ncu CSV",
     "layer-shapes": "a tracepipe layer_shapes file",
+    "compiled-kernels": "a tracepipe compiled_kernels file",
 }
 #: Content formats that keep a name's promise of another (a capture's layer_shapes.json is JSON too).
-_ALSO = {"layer-shapes": "chrome-trace"}
+_ALSO = {"layer-shapes": "chrome-trace", "compiled-kernels": "chrome-trace"}
 
 
 def _by_content(first: bytes) -> str | None:
@@ -228,6 +229,8 @@ def _by_content(first: bytes) -> str | None:
     text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] == b"{" and b'"tracepipe_layers"' in text[:64]:  # tracepipe capture's side file: its first key
         return "layer-shapes"
+    if text[:1] == b"{" and b'"tracepipe_compiled"' in text[:64]:  # its compiled-kernels side file, likewise
+        return "compiled-kernels"
     if text[:1] in (b"{", b"["):
         return "chrome-trace"
     if b'"ID","Process ID"' in first or first.startswith(b"==") or b"\n==PROF==" in first or other_page(text):

@@ -21,6 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import console
+from pipeline.outputs import output_folder, refuse_inside_normalized, writing
 from pipeline.report import detail, tables
 from pipeline.report.data import Views, load
 from pipeline.report.html import Col, Page, block, image, integer, known, kpis, na, note, pct, si, table, us
@@ -33,8 +34,9 @@ def write_atomic(path: Path, data: bytes) -> Path:
     """Write beside the target, then rename: a reader never sees half a file, a crash leaves the old one."""
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        with writing(path):  # a full disk names the file: exit 2
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -294,9 +296,10 @@ def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str,
     """Write ``out/report.html`` and ``out/<trace>.<figure>.png``; BadInputError (nothing written) when
     ``analysis`` is not an analysis folder. ``diff``: two runs (``tracepipe diff`` A and B) compared in a
     section of their own; a folder of several ranks gets a ranks section."""
+    refuse_inside_normalized(out)  # before any work: nothing is ever written inside normalized data
     views = load(analysis)
     extra = _extra_sections(analysis, out, diff)
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)
     pngs: list[Path] = []
     builders = [_TraceBuilder(views, t, out, pngs) for t in views.trace_ids]
     stages = [s for b in builders for s in b.stages()]

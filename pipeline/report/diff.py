@@ -170,11 +170,20 @@ def open_sides(spec_a: str, spec_b: str) -> Iterator[tuple[Side, Side]]:
         yield open_side(spec_a, Path(tmp) / "a"), open_side(spec_b, Path(tmp) / "b")
 
 
-def compare(a: Side, b: Side) -> pl.DataFrame:
-    """layer_diff over the two sides' rows."""
+def rolled_up(rows: pa.Table, depth: int) -> pa.Table:
+    """A side's rows rolled up to the first ``depth`` levels of their paths (sql/compare/layer_diff_rollup.sql)."""
     con = duckdb.connect()
-    con.register("diff_a", a.rows)
-    con.register("diff_b", b.rows)
+    con.register("diff_side", rows)
+    out = con.sql(compare_sql("layer_diff_rollup"), params=[depth]).to_arrow_table()
+    con.close()
+    return out.cast(rows.schema)
+
+
+def compare(a: Side, b: Side, depth: int | None = None) -> pl.DataFrame:
+    """layer_diff over the two sides' rows (rolled up to ``depth`` path levels first, when given)."""
+    con = duckdb.connect()
+    con.register("diff_a", a.rows if depth is None else rolled_up(a.rows, depth))
+    con.register("diff_b", b.rows if depth is None else rolled_up(b.rows, depth))
     return pl.from_arrow(con.sql(compare_sql("layer_diff")).to_arrow_table())  # type: ignore[return-value]
 
 

@@ -24,7 +24,23 @@ FORMATS = ("parquet", "csv", "json")
     json_help="Print the totals and every row as JSON instead of the table.",
 )
 @click.option("--html", "with_html", is_flag=True, help="Also write diff.html (self-contained, like the report).")
-def diff(a: str, b: str, out: Path, formats: tuple[str, ...], with_html: bool, as_json: bool, quiet: bool) -> None:
+@click.option(
+    "--depth",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Roll every path up to its first N levels before comparing: runs that place work at different depths "
+    "(eager modules vs the fused kernels of torch.compile) then compare module by module.",
+)
+def diff(
+    a: str,
+    b: str,
+    out: Path,
+    formats: tuple[str, ...],
+    with_html: bool,
+    as_json: bool,
+    quiet: bool,
+    depth: int | None,
+) -> None:
     """Compare two runs per layer path (and per pass for training traces): B against A.
 
     A and B are each a normalized folder (`tracepipe normalize --out`), an analysis folder
@@ -40,16 +56,19 @@ def diff(a: str, b: str, out: Path, formats: tuple[str, ...], with_html: bool, a
       tracepipe diff build/normalized:h200_resnet18.nsys build/normalized:h200_resnet18.torch_trace
       tracepipe diff sample_traces/h200_resnet18:nsys sample_traces/h200_resnet18:torch_trace --html
       tracepipe diff rtx3090/analysis h200/analysis --format csv --format json -o cmp/
+      tracepipe diff eager/capture:nsys compiled/capture:nsys --depth 3      # per decoder layer: what compiling bought
       tracepipe report build/analysis --diff before/normalized after/normalized   # as a report section
     """
     from pipeline.analyze.shell import write_result
+    from pipeline.outputs import output_folder, refuse_inside_normalized
     from pipeline.report.build import write_atomic
     from pipeline.report.diff import bar_chart, compare, open_sides, print_summary, section_html, totals
     from pipeline.report.html import Page
 
+    refuse_inside_normalized(out)  # before the comparison's work: a layer_diff.parquet there reads as a table
     with open_sides(a, b) as (side_a, side_b):
-        d = compare(side_a, side_b)
-    out.mkdir(parents=True, exist_ok=True)
+        d = compare(side_a, side_b, depth)
+    output_folder(out)
     written = []
     table = d.to_arrow()
     for fmt in dict.fromkeys(formats):

@@ -1,0 +1,108 @@
+"""Where a command may write its results, and a write the disk refuses as one line naming the file.
+
+Every result tracepipe writes goes through here: an output folder (``analyze --out``, ``report --out``,
+``diff --out``, ``run``'s analysis) is made by :func:`output_folder`, an output file (``sql -o``, the shell's
+``.output``, ``export perfetto -o``) is checked by :func:`check_new_file`, and both refuse any place inside
+a normalized folder: plain globs read every Parquet file under ``<table>/trace_id=*/`` as that table, so a
+``layer_diff.parquet`` in a ``kernels`` partition would be read as kernels, and an export named like a public
+part would replace it.  Only ``normalize`` (through :mod:`pipeline.store`) writes there.
+
+:func:`writing` turns a full disk, a quota, a read-only file system, a permission or the file-size limit met
+while writing a result, whether Python, pyarrow or DuckDB's own writer meets it, into an :class:`OutputError`
+naming the result's file and the fix: exit 2, as bad input, never a bug's exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pipeline.errors import OutputError, os_error_fix
+from pipeline.store import STATE
+
+
+def is_normalized(folder: Path) -> bool:
+    """Whether ``folder`` holds normalized data: the store's state folder (``.tracepipe/``, made by its first
+    writer) or the public ``trace_meta`` table of a store from before generations."""
+    return (folder / STATE).is_dir() or (folder / "trace_meta").is_dir()
+
+
+def normalized_folder_holding(path: Path) -> Path | None:
+    """The normalized folder ``path`` is, or lies inside (links resolved), if any."""
+    target = Path(path).expanduser().resolve()
+    return next((f for f in (target, *target.parents) if is_normalized(f)), None)
+
+
+def refuse_inside_normalized(path: Path) -> Path:
+    """``path``, unless it is or lies inside a normalized folder: then OutputError, before anything is written."""
+    folder = normalized_folder_holding(path)
+    if folder is not None:
+        where = "the" if folder == Path(path).expanduser().resolve() else "inside the"
+        raise OutputError(
+            f"cannot write {path}: it is {where} normalized data {folder}, whose files tools read as trace "
+            "tables; write elsewhere (-o / --out)"
+        )
+    return path
+
+
+def output_folder(out: Path) -> Path:
+    """``out`` made (with its parents) to hold a command's results, after :func:`refuse_inside_normalized`."""
+    refuse_inside_normalized(out)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"cannot write into {out}: it is a file; give a folder (--out)")
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def check_new_file(output: Path, protected: Path | None = None, overwrite: bool = True) -> Path:
+    """``output`` made absolute once it is safe to write: its folder exists, it is not a folder, it is not
+    inside normalized data (:func:`refuse_inside_normalized`; ``protected``, the folder a command reads, is
+    named when the file is inside it) and, without ``overwrite``, it does not exist yet."""
+    target = output.expanduser().absolute()
+    if not target.parent.is_dir():
+        raise OutputError(f"cannot write {output}: no folder {target.parent} (create it first)")
+    if target.is_dir():
+        raise OutputError(f"cannot write {output}: it is a folder; give a file name")
+    if protected is not None and target.resolve().is_relative_to(protected.resolve()):
+        raise OutputError(f"cannot write {output}: it is inside the normalized data {protected}")
+    refuse_inside_normalized(target)
+    if not overwrite and target.exists():
+        raise OutputError(f"{output} exists; give a new file name (the shell never overwrites)")
+    return target
+
+
+#: DuckDB's IO errors carry the OS error number (``"errno":"28"``), else its text (``No space left on device``).
+_DUCKDB_ERRNO = re.compile(r'"errno"\s*:\s*"(\d+)"')
+
+
+def error_number(e: BaseException) -> int | None:
+    """The OS error number behind a failed write: an OSError's own (pyarrow's too), or the one DuckDB's
+    IOException reports in its message."""
+    if isinstance(e, OSError):
+        return e.errno
+    if type(e).__name__ != "IOException":  # duckdb.IOException, without importing DuckDB for the test
+        return None
+    text = str(e)
+    if m := _DUCKDB_ERRNO.search(text):
+        return int(m.group(1))
+    return next((code for code in range(1, 200) if os_error_fix(code) and os.strerror(code) in text), None)
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Around the writing of ``path`` (through any temp file beside it): an OS refusal a user can fix becomes
+    OutputError naming ``path`` and the fix; anything else passes unchanged."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except Exception as e:
+        code = error_number(e)
+        fix = os_error_fix(code) if code is not None else None
+        if fix is None:
+            raise
+        raise OutputError(f"{path}: {fix}") from e

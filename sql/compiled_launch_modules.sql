@@ -1,0 +1,81 @@
+-- compiled_launch_modules: per launch point inside Inductor's call of a compiled graph, the modules tracepipe
+-- capture recorded for the statement that launched there (compiled_kernels, from compiled_kernels.json).
+-- analyze: on request (an intermediate of gpu_op_attribution, which applies it: write it with
+--          `tracepipe analyze --view compiled_launch_modules`)
+-- Inputs:  gpu_op_launches, ops, compiled_kernels
+-- Output, one row per distinct launch point (trace_id, pid, tid, launch_start_ns) inside a graph call whose graph
+-- the capture recorded:
+--          trace_id, pid, tid, launch_start_ns (ns, CPU clock): the launch point
+--          graph_key  the graph's FX graph cache key (the call's `## Call CompiledFxGraph <key> ##` op)
+--          graph      'forward' | 'backward' | 'inference': which of the region's graphs
+--          launch_name, occurrence: the launching statement, and how many ops of that name came before it in
+--                     this call of the graph
+--          module     the innermost module common to what the statement computes, its qualified name relative
+--                     to the compiled module ('' = the compiled module itself); module_chain: its chain, outermost
+--                     first (JSON list); modules: every innermost module the statement computes (JSON list: a
+--                     fused kernel serving several modules lists each)
+--          root_name  the capture's root range text (the compiled module's own range when it is the model)
+-- Rule: Inductor's generated call() launches its kernels and extern calls in a fixed order, and both the PyTorch
+-- profiler and emit_nvtx record each as an op inside the graph call's op: a Triton kernel's launch op has the
+-- kernel's name, an extern call the aten op's (`extern_kernels.mm` -> `aten::mm`).  The op around a launch point
+-- named like one of the graph's statements -- the outermost such, outside Inductor's autotuning
+-- (`CachingAutotuner.*` ops, where a kernel's first call benchmarks its configs) -- numbered among those of its
+-- name in the call, is the statement (graph key, name, occurrence) of compiled_kernels.  Work launched in no
+-- statement op (the autotuning benchmarks themselves, a CUDA-graph replay in a PyTorch trace) gets no row; a
+-- replayed node in nsys (--cuda-graph-trace=node) counts as launched where it was made, inside its statement op of
+-- the recording call (gpu_op_launches), and gets its row.  A launch in no such op (a graph the capture did
+-- not record, a CUDA-graph replay) gets no row: it keeps the range around the compiled region.
+WITH calls AS (   -- each call of a compiled graph
+    SELECT trace_id, pid, tid, op_id, start_ns, end_ns,
+           regexp_extract(name, '^## Call CompiledFxGraph (\S+) ##$', 1) AS graph_key
+    FROM ops WHERE name LIKE '## Call CompiledFxGraph %'
+),
+names AS (SELECT DISTINCT graph_key, launch_name FROM compiled_kernels),
+named AS (   -- the ops of each call named as one of its graph's statements
+    SELECT o.trace_id, o.pid, o.tid, o.op_id, o.start_ns, o.end_ns, o.name AS launch_name, c.op_id AS call_id,
+           c.graph_key
+    FROM calls c
+    JOIN names n ON n.graph_key = c.graph_key
+    JOIN ops o
+      ON o.trace_id = c.trace_id AND o.pid IS NOT DISTINCT FROM c.pid AND o.tid = c.tid AND o.name = n.launch_name
+     AND o.start_ns >= c.start_ns AND o.end_ns <= c.end_ns
+),
+tuning AS (   -- Inductor's autotuning inside a call: a Triton kernel's first call benchmarks its configs,
+              -- launching the kernel again and again (ops of the same name, compile-time work, no statement)
+    SELECT o.trace_id, o.pid, o.tid, o.start_ns, o.end_ns
+    FROM ops o WHERE o.name LIKE 'CachingAutotuner.%' AND (o.trace_id, o.tid) IN (SELECT trace_id, tid FROM calls)
+),
+statements AS (   -- named ops in no other named op (cudagraph trees record a call's statements inside their
+                  -- own ops) nor in autotuning, numbered per name in the call
+    SELECT n.trace_id, n.pid, n.tid, n.start_ns, n.end_ns, n.graph_key, n.launch_name,
+           row_number() OVER (PARTITION BY n.trace_id, n.call_id, n.launch_name ORDER BY n.start_ns, n.op_id) - 1
+               AS occurrence
+    FROM (
+        SELECT *, max(end_ns) OVER (PARTITION BY trace_id, call_id ORDER BY start_ns, end_ns DESC, op_id
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        FROM named
+    ) n
+    WHERE (n.prev_end IS NULL OR n.prev_end < n.start_ns)
+      AND NOT EXISTS (SELECT 1 FROM tuning t WHERE t.trace_id = n.trace_id AND t.pid IS NOT DISTINCT FROM n.pid
+                      AND t.tid = n.tid AND t.start_ns <= n.start_ns AND n.end_ns <= t.end_ns)
+),
+points AS (   -- launch points on threads that call compiled graphs
+    SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
+    FROM gpu_op_launches
+    WHERE launch_start_ns IS NOT NULL AND (trace_id, launch_tid) IN (SELECT trace_id, tid FROM calls)
+),
+held AS (   -- the innermost statement op around each launch point
+    SELECT p.trace_id, p.pid, p.tid, p.t, arg_max(s.graph_key, s.start_ns) AS graph_key,
+           arg_max(s.launch_name, s.start_ns) AS launch_name, arg_max(s.occurrence, s.start_ns) AS occurrence
+    FROM points p
+    JOIN statements s
+      ON s.trace_id = p.trace_id AND s.pid IS NOT DISTINCT FROM p.pid AND s.tid = p.tid
+     AND s.start_ns <= p.t AND p.t <= s.end_ns
+    GROUP BY ALL
+)
+SELECT h.trace_id, h.pid, h.tid, h.t AS launch_start_ns, h.graph_key, k.graph, h.launch_name, h.occurrence,
+       k.module, k.module_chain, k.modules, k.root_name
+FROM held h
+JOIN (SELECT * FROM compiled_kernels QUALIFY row_number() OVER (PARTITION BY graph_key, launch_name, occurrence
+                                                               ORDER BY capture_id) = 1) k
+  ON k.graph_key = h.graph_key AND k.launch_name = h.launch_name AND k.occurrence = h.occurrence
