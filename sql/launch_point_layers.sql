@@ -87,9 +87,9 @@ lp AS MATERIALIZED (   -- distinct launch points
     FROM gpu_op_launches WHERE launch_start_ns IS NOT NULL
 ),
 q AS (   -- every (thread, time) whose innermost layer range is wanted: launches and linked forward ops
-    SELECT * FROM lp
+    SELECT *, true AS is_launch FROM lp
     UNION ALL
-    SELECT DISTINCT trace_id, fwd_pid, fwd_tid, fwd_start_ns FROM bwd_link f
+    SELECT DISTINCT trace_id, fwd_pid, fwd_tid, fwd_start_ns, false FROM bwd_link f
     WHERE fwd_start_ns IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM lp WHERE lp.trace_id = f.trace_id AND lp.pid IS NOT DISTINCT FROM f.fwd_pid
                       AND lp.tid = f.fwd_tid AND lp.t = f.fwd_start_ns)
@@ -151,7 +151,7 @@ seg_buckets AS (   -- each bounded segment [p, next p) once per bucket it meets
 ),
 innermost AS (   -- (a) and (b) of rule (1): the segment holding the instant, a bounded one or the thread's last
                  -- (at most one of the two holds it)
-    SELECT q.trace_id, q.pid, q.tid, q.t, coalesce(a.range_id, z.range_id) AS range_id
+    SELECT q.trace_id, q.pid, q.tid, q.t, q.is_launch, coalesce(a.range_id, z.range_id) AS range_id
     FROM q
     LEFT JOIN seg_width w   -- LEFT, as the joins after it: joined first, so that the bucket below is a join key
       ON w.trace_id = q.trace_id AND w.pid = q.pid AND w.tid = q.tid
@@ -169,7 +169,7 @@ start_end AS (
     GROUP BY ALL
 ),
 attributed AS MATERIALIZED (
-    SELECT i.trace_id, i.pid, i.tid, i.t, coalesce(i.range_id, se.range_id) AS range_id
+    SELECT i.trace_id, i.pid, i.tid, i.t, i.is_launch, coalesce(i.range_id, se.range_id) AS range_id
     FROM innermost i
     LEFT JOIN start_end se USING (trace_id, pid, tid, t)
 ),
@@ -235,7 +235,7 @@ decided AS (
                WHEN bt.tid IS NOT NULL THEN 'backward'
                WHEN a.range_id IS NOT NULL THEN 'forward'
            END AS pass
-    FROM attributed a
+    FROM (SELECT * FROM attributed WHERE is_launch) a   -- (a linked forward op's instant is no launch point)
     LEFT JOIN bwd_decided bd USING (trace_id, pid, tid, t)
     LEFT JOIN opt_ctx oc USING (trace_id, pid, tid, t)
     LEFT JOIN bwd_threads bt ON bt.trace_id = a.trace_id AND bt.pid IS NOT DISTINCT FROM a.pid AND bt.tid = a.tid

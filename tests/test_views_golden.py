@@ -323,3 +323,28 @@ def test_layer_memory_ops_share_of_the_paths_gpu_time(tmp_path: Path) -> None:
         NULL | memcpy  | DtoH      | 1     | 1000  | 50          | 20       | 100
         """,
     )
+
+
+def test_launch_point_layers_has_one_row_per_launch_point(tmp_path: Path) -> None:
+    # The forward op's instant (10) is looked up to link the backward launch, but it is no launch point: the view
+    # has the two launch points (15 on thread 1, 350 on thread 2), once each.
+    write(
+        tmp_path,
+        "points.nsys",
+        nvtx_ranges=[push_pop("layer1", 0, 100)],
+        ops=[
+            op("aten::linear", 10, 20, sequence_number=7),
+            op("LinearBackward0", 300, 400, tid=2, sequence_number=7, fwd_thread_id=1),
+        ],
+        api_calls=[launch(1, 15), launch(2, 350, tid=2)],
+        kernels=[kernel(1), kernel(2)],
+    )
+    expect(
+        tmp_path,
+        "SELECT tid, launch_start_ns, pass FROM launch_point_layers ORDER BY launch_start_ns",
+        """
+        tid | launch_start_ns | pass
+        1   | 15              | forward
+        2   | 350             | backward
+        """,
+    )
