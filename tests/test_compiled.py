@@ -8,6 +8,7 @@ hand-built trace whose answer is written out.
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -42,6 +43,27 @@ def test_capture_of_a_compiled_script_runs_and_records_its_graphs(tmp_path: Path
     names = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"}
     assert {"model", "optimizer"} <= names  # the compiled model's root range, and the optimizer hooks' range
     assert {f"## Call CompiledFxGraph {g['key']} ##" for g in doc["graphs"]} <= names
+
+
+def test_capture_of_a_compiled_model_in_model_mode(tmp_path: Path) -> None:
+    # `-m model.py:make --compile default --train`: the shape pass runs the eager model (the compiled region hides
+    # its modules from hooks), the warm-up compiles it, and the measured steps run inside the root range around
+    # the torch.compile wrapper; the compiled forward and backward are recorded.
+    out = tmp_path / "cap"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "capture", "torch", "--device", "cpu", "-m", f"{CPU / 'model.py'}:make",
+         "-i", "16,32", "--train", "--compile", "default", "--warmup", "1", "--iters", "2", "-o", str(out)],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    layers = json.loads((out / "layer_shapes.json").read_text())["layers"]
+    assert [c["layer"] for c in layers][:3] == ["model", "blocks.0", "blocks.0.fc1"]  # the eager shape pass
+    doc = json.loads((out / "compiled_kernels.json").read_text())
+    assert [g["aot_graph"] for g in doc["graphs"]] == ["0_forward", "0_backward"]
+    trace = json.loads(gzip.decompress((out / "torch_trace.json.gz").read_bytes()))
+    names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert names.count("model") == 2 and names.count("step") == 2  # one root range per measured step
+    assert not any(n.startswith(("blocks.", "_orig_mod")) for n in names)  # no hook ran inside the region
 
 
 # The forward of compiled_script.py's Net, by hand: per Block, fc1 (a GEMM), act (GELU), fc2 (a GEMM), then the
