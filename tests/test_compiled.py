@@ -351,3 +351,25 @@ def test_compiled_regions_of_other_traces_are_named_by_their_module(name: str, t
     model = [d for p, ps, d in rows if ps != "optimizer" and "LlamaForCausalLM_0" in (p or "")]
     assert sum(model) >= 0.9 * sum(d for _, ps, d in rows if ps != "optimizer")
     assert {ps for p, ps, _ in rows if "LlamaForCausalLM_0" in (p or "")} == {"forward", "backward"}
+
+
+def test_reduce_overhead_capture(tmp_path: Path) -> None:
+    # mode="reduce-overhead": nothing on a cache-hash path, the non-optimizer GPU time on the compiled model's range;
+    # in nsys, replayed CUDA-graph kernels go down to their modules (each node counts as launched where it was
+    # recorded), >= 90% of their time, forward and backward, on decoder layers.
+    folder = SAMPLES / "h100_compiled_reduce_overhead"
+    for name in ("compiled_kernels.json", "nsys.sqlite.gz", "torch_trace.json.gz"):
+        normalize_file(folder / name, tmp_path)
+    con = connect(tmp_path)
+    for trace in ("h100_compiled_reduce_overhead.nsys", "h100_compiled_reduce_overhead.torch_trace"):
+        rows = con.sql("SELECT path, pass, duration_ns FROM kernel_layers WHERE trace_id = ?", params=[trace])
+        rows = rows.fetchall()
+        assert not any("CompiledFxGraph" in (p or "") for p, _, _ in rows)
+        work = [(p, d) for p, ps, d in rows if ps != "optimizer"]
+        assert sum(d for p, d in work if (p or "").startswith("model")) >= 0.9 * sum(d for _, d in work)
+    replayed = con.sql(
+        f"""SELECT pass, sum(duration_ns) FILTER (WHERE path LIKE '{DECODER}%') / sum(duration_ns),
+                   count(*) FROM kernel_layers
+            WHERE trace_id = 'h100_compiled_reduce_overhead.nsys' AND graph_node_id IS NOT NULL GROUP BY pass"""
+    ).fetchall()
+    assert {p: share >= 0.9 and n > 100 for p, share, n in replayed} == {"forward": True, "backward": True}
