@@ -23,9 +23,12 @@ timeout 150 $TP nsys -o $C/h100_user_train_script --lib-dir $LIB -- python3 $T -
 timeout 100 $TP torch -o $C/h100_user_train_script -- python3 $T --steps 3 2>&1 | tail -4
 pack
 fi
+if [ -z "$REDUCE_OVERHEAD_ONLY" ]; then
 timeout 200 $TP nsys -o $C/h100_compiled_train --lib-dir $LIB -- python3 $T --steps 3 --compile default 2>&1 | tail -8
 timeout 150 $TP torch -o $C/h100_compiled_train -- python3 $T --steps 3 --compile default 2>&1 | tail -4
 pack
+fi
+[ -n "$NO_REDUCE_OVERHEAD" ] && exit 0
 timeout 150 $TP torch -o $C/h100_compiled_reduce_overhead -- python3 $T --steps 4 --compile reduce-overhead 2>&1 | tail -4
 pack
 timeout 170 $TP nsys -o $C/h100_compiled_reduce_overhead --lib-dir $LIB -- python3 $T --steps 4 --compile reduce-overhead 2>&1 | tail -8

@@ -10,7 +10,7 @@
 --          graph      'forward' | 'backward' | 'inference': which of the region's graphs
 --          launch_name, occurrence: the launching statement, and how many ops of that name came before it in
 --                     this call of the graph
---          module     the innermost module common to what the statement computes, its qualified name relative
+--          module     the module of the statement's output (compiled_kernels' rule), its qualified name relative
 --                     to the compiled module ('' = the compiled module itself); module_chain: its chain, outermost
 --                     first (JSON list); modules: every innermost module the statement computes (JSON list: a
 --                     fused kernel serving several modules lists each)

@@ -25,7 +25,7 @@
 -- Compiled regions: no module range opens inside one, so its work sits on the range around the region (the
 -- compiled module's); where the capture recorded which module each statement of the graph computes, the path
 -- goes on down that module's chain: `model/layers.0/layers.0.mlp` for a kernel of the MLP of a compiled `model`.
--- A fused kernel serving several modules is placed on the innermost module common to them (rule of
+-- A fused kernel serving several modules is placed on the module of its output (rule of
 -- compiled_kernels) and lists them all in fused_modules.  The chain's names are relative to the compiled
 -- module: below the capture's root range they are the qualified names themselves, below another module's range
 -- they are prefixed with its name (`layers.0` compiled on its own: `layers.0.mlp`).

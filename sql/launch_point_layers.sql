@@ -17,7 +17,9 @@
 -- (1) Forward / everything else, as nsys's NVTX projection: a range lives on the CPU thread that pushed it, and
 --     an op belongs to the ranges enclosing its *launching* call on that thread (gpu_op_launches: matched by
 --     correlation id; a replayed CUDA graph node where the node was made, so it gets the module that made it), not
---     to those overlapping its GPU time.  Only ranges of the trace's layer domain count (the default domain
+--     to those overlapping its GPU time.  Ranges are whatever normalize made layers: NVTX and record_function
+--     ranges, the module frames of a PyTorch trace recorded with stacks (nesting with ProfilerStep#N and
+--     record_function ranges by time on their thread), nsys --pytorch's module ranges.  Only ranges of the trace's layer domain count (the default domain
 --     when it has push/pop ranges, else the domain with the most): a CUB `CCCL` or user-library range never
 --     becomes a layer nor breaks the model's path.  Push/pop ranges nest, and normalize computed each one's
 --     parent once, per thread and domain

@@ -8,6 +8,7 @@ hand-built trace whose answer is written out.
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -44,18 +45,39 @@ def test_capture_of_a_compiled_script_runs_and_records_its_graphs(tmp_path: Path
     assert {f"## Call CompiledFxGraph {g['key']} ##" for g in doc["graphs"]} <= names
 
 
+def test_capture_of_a_compiled_model_in_model_mode(tmp_path: Path) -> None:
+    # `-m model.py:make --compile default --train`: the shape pass runs the eager model (the compiled region hides
+    # its modules from hooks), the warm-up compiles it, and the measured steps run inside the root range around
+    # the torch.compile wrapper; the compiled forward and backward are recorded.
+    out = tmp_path / "cap"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "capture", "torch", "--device", "cpu", "-m", f"{CPU / 'model.py'}:make",
+         "-i", "16,32", "--train", "--compile", "default", "--warmup", "1", "--iters", "2", "-o", str(out)],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    layers = json.loads((out / "layer_shapes.json").read_text())["layers"]
+    assert [c["layer"] for c in layers][:3] == ["model", "blocks.0", "blocks.0.fc1"]  # the eager shape pass
+    doc = json.loads((out / "compiled_kernels.json").read_text())
+    assert [g["aot_graph"] for g in doc["graphs"]] == ["0_forward", "0_backward"]
+    trace = json.loads(gzip.decompress((out / "torch_trace.json.gz").read_bytes()))
+    names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert names.count("model") == 2 and names.count("step") == 2  # one root range per measured step
+    assert not any(n.startswith(("blocks.", "_orig_mod")) for n in names)  # no hook ran inside the region
+
+
 # The forward of compiled_script.py's Net, by hand: per Block, fc1 (a GEMM), act (GELU), fc2 (a GEMM), then the
-# residual add (Block.forward itself) and norm (LayerNorm), which Inductor fuses into one kernel: blocks.N's; the
-# head's GEMM last.
+# residual add (Block.forward itself) and norm (LayerNorm), which Inductor fuses into one kernel whose output is
+# the norm's: blocks.N.norm; the head's GEMM last.
 FORWARD_BY_HAND = [
     ("aten::addmm", "blocks.0.fc1"),
     ("cpp_fused_gelu_0", "blocks.0.act"),
     ("aten::addmm", "blocks.0.fc2"),
-    ("cpp_fused_add_native_layer_norm_1", "blocks.0"),
+    ("cpp_fused_add_native_layer_norm_1", "blocks.0.norm"),
     ("aten::addmm", "blocks.1.fc1"),
     ("cpp_fused_gelu_0", "blocks.1.act"),
     ("aten::addmm", "blocks.1.fc2"),
-    ("cpp_fused_add_native_layer_norm_native_layer_norm_backward_2", "blocks.1"),
+    ("cpp_fused_add_native_layer_norm_native_layer_norm_backward_2", "blocks.1.norm"),
     ("aten::addmm", "head"),
 ]
 
@@ -192,3 +214,162 @@ def test_compiled_kernels_go_down_their_module_chain(tmp_path: Path) -> None:
         ("triton_poi_fused_add_0", "layers.1.mlp", "model/layers.1/layers.1.mlp", 2, "forward"),
         ("other", "model", "model", 0, "forward"),
     ]
+
+
+# --- the H100 captures: a Hugging Face Llama training script, eager and under torch.compile ---------------------
+
+COMPILED = SAMPLES / "h100_compiled_train"
+EAGER = SAMPLES / "h100_user_train_script"
+STACK = SAMPLES / "h100_llama_stack"
+DECODER = "model/model/model.layers."  # a decoder layer's path: root range, LlamaModel, layers.N
+
+
+@pytest.fixture(scope="module")
+def gpu_compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gpu_compiled")
+    for name in ("compiled_kernels.json", "nsys.sqlite.gz", "torch_trace.json.gz"):
+        normalize_file(COMPILED / name, out)
+    return out
+
+
+#: Kernels of the compiled regions' statements (not Inductor's autotuning, which a first call runs inside the
+#: region), per trace: those the capture's side file places.
+PLACED = """SELECT k.* FROM kernel_layers k
+            JOIN compiled_launch_modules c ON c.trace_id = k.trace_id AND c.tid = k.launch_tid
+             AND c.launch_start_ns = k.launch_start_ns
+            WHERE k.trace_id = ?"""
+
+
+@pytest.mark.parametrize("source", ["nsys", "torch_trace"])
+def test_compiled_kernels_sit_on_decoder_layers(gpu_compiled: Path, source: str) -> None:
+    con = connect(gpu_compiled)
+    trace = f"h100_compiled_train.{source}"
+    rows = con.sql(
+        f"SELECT pass, sum(duration_ns), sum(duration_ns) FILTER (WHERE path LIKE '{DECODER}%') "
+        f"FROM ({PLACED}) GROUP BY pass",
+        params=[trace],
+    ).fetchall()
+    shares = {p: on / total for p, total, on in rows}
+    assert set(shares) == {"forward", "backward"}
+    assert shares["forward"] >= 0.9 and shares["backward"] >= 0.9, shares
+    # identical decoder layers: the same kernels, as many in each
+    per_layer = con.sql(
+        f"""SELECT pass, split_part(substr(path, {len(DECODER) + 1}), '/', 1) AS n, count(*)
+            FROM ({PLACED}) WHERE path LIKE '{DECODER}%' GROUP BY ALL""",
+        params=[trace],
+    ).fetchall()
+    # (layer 0 borders the embedding: Inductor fuses the embedding lookup into its first norm's kernel, which goes
+    # to layer 0, the module of its output; layers 1-3 see the same code and get the same kernels)
+    for ps in ("forward", "backward"):
+        counts = {n: c for p, n, c in per_layer if p == ps}
+        assert sorted(counts) == ["0", "1", "2", "3"] and counts["1"] == counts["2"] == counts["3"], (ps, counts)
+
+
+def test_compiled_nsys_and_pytorch_trace_agree(gpu_compiled: Path) -> None:
+    con = connect(gpu_compiled)
+
+    def lists(trace: str) -> dict:
+        out: dict = {}
+        for path, ps, name in con.sql(
+            f"SELECT path, pass, short_name FROM ({PLACED}) ORDER BY start_ns", params=[trace]
+        ).fetchall():
+            out.setdefault((path, ps), []).append(name)
+        return out
+
+    nsys, torch = lists("h100_compiled_train.nsys"), lists("h100_compiled_train.torch_trace")
+    assert nsys == torch and len(nsys) > 10
+
+
+def test_gpu_launches_list_the_modules_of_inductors_provenance(gpu_compiled: Path) -> None:
+    doc = json.loads((COMPILED / "compiled_kernels.json").read_text())
+    want = provenance_modules(doc)
+    got = {
+        (k, h): set(json.loads(m))
+        for k, h, m in q(gpu_compiled, "SELECT graph_key, handle, modules FROM compiled_kernels")
+    }
+    assert len(got) == len(want) > 50 and got == want
+
+
+def test_fused_ops_read_from_names_are_inductors_own(gpu_compiled: Path) -> None:
+    # Inductor names a Triton kernel by the aten ops it fuses (leaving out views: `view`, `_unsafe_view`,
+    # `transpose`...), and lists every op in the comment above its launch (`Original ATen: [aten.add, ...]`, kept in
+    # compiled_kernels): each op read back from a name is one of those, the name's read to its end.
+    con = connect(gpu_compiled)
+    fused = dict(con.sql("SELECT DISTINCT name, fused_ops FROM kernel_fused_ops").fetchall())
+    aten = {n: a for n, a in q(gpu_compiled, "SELECT launch_name, original_aten FROM compiled_kernels "
+                                             "WHERE launch_kind = 'triton'")}  # fmt: skip
+    checked = 0
+    for name, listed in aten.items():
+        if name in fused:
+            listed_ops = {a.split(".", 1)[-1] for a in json.loads(listed)}
+            assert fused[name] and set(fused[name]) <= listed_ops, (name, fused[name], listed_ops)
+            checked += 1
+    assert checked > 20
+
+
+def test_eager_and_compiled_diff_per_decoder_layer(tmp_path: Path) -> None:
+    # What compiling bought, per decoder layer: `tracepipe diff eager compiled --depth 3` puts each decoder layer
+    # of both runs on one row, forward and backward; its figures are the sums of each run's kernels under it.
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "diff", f"{EAGER}:nsys", f"{COMPILED}:nsys", "--depth", "3",
+         "-o", str(tmp_path / "d"), "--format", "json", "--quiet"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in (tmp_path / "d" / "layer_diff.json").read_text().splitlines()]
+    layers = {(r["path"], r["pass"]): r for r in rows if (r["path"] or "").startswith(DECODER)}
+    for n in range(4):
+        for ps in ("forward", "backward"):
+            r = layers[(f"{DECODER}{n}", ps)]
+            assert r["status"] == "both" and r["kernels_a"] > r["kernels_b"] > 0
+    sides = {}
+    for side, folder in (("a", EAGER), ("b", COMPILED)):
+        out = tmp_path / side
+        normalize_file(folder / "nsys.sqlite.gz", out)
+        if side == "b":
+            normalize_file(folder / "compiled_kernels.json", out)
+        sides[side] = dict(
+            connect(out)
+            .sql(
+                f"""SELECT pass, sum(duration_ns) FROM kernel_layers
+                    WHERE trace_id LIKE '%.nsys' AND path LIKE '{DECODER}0/%' OR path = '{DECODER}0' GROUP BY pass"""
+            )
+            .fetchall()
+        )
+    for ps in ("forward", "backward"):
+        r = layers[(f"{DECODER}0", ps)]
+        assert (r["gpu_time_a_ns"], r["gpu_time_b_ns"]) == (sides["a"][ps], sides["b"][ps])
+
+
+@pytest.mark.parametrize("name", ["compiled_trace.json.gz", "reduce_overhead_trace.json.gz"])
+def test_compiled_regions_of_other_traces_are_named_by_their_module(name: str, tmp_path: Path) -> None:
+    # A trace nobody annotated (torch.profiler with stacks around a compiled step): the compiled region's kernels,
+    # forward and backward, sit on the compiled model's module frames, never on Inductor's cache-hash marker.
+    normalize_file(STACK / name, tmp_path / "out")
+    rows = connect(tmp_path / "out").sql("SELECT path, pass, duration_ns FROM kernel_layers").fetchall()
+    assert not any("CompiledFxGraph" in (p or "") for p, _, _ in rows)
+    model = [d for p, ps, d in rows if ps != "optimizer" and "LlamaForCausalLM_0" in (p or "")]
+    assert sum(model) >= 0.9 * sum(d for _, ps, d in rows if ps != "optimizer")
+    assert {ps for p, ps, _ in rows if "LlamaForCausalLM_0" in (p or "")} == {"forward", "backward"}
+
+
+def test_reduce_overhead_capture(tmp_path: Path) -> None:
+    # mode="reduce-overhead": nothing on a cache-hash path, the non-optimizer GPU time on the compiled model's range;
+    # in nsys, replayed CUDA-graph kernels go down to their modules (each node counts as launched where it was
+    # recorded), >= 90% of their time, forward and backward, on decoder layers.
+    folder = SAMPLES / "h100_compiled_reduce_overhead"
+    for name in ("compiled_kernels.json", "nsys.sqlite.gz", "torch_trace.json.gz"):
+        normalize_file(folder / name, tmp_path)
+    con = connect(tmp_path)
+    for trace in ("h100_compiled_reduce_overhead.nsys", "h100_compiled_reduce_overhead.torch_trace"):
+        rows = con.sql("SELECT path, pass, duration_ns FROM kernel_layers WHERE trace_id = ?", params=[trace])
+        rows = rows.fetchall()
+        assert not any("CompiledFxGraph" in (p or "") for p, _, _ in rows)
+        work = [(p, d) for p, ps, d in rows if ps != "optimizer"]
+        assert sum(d for p, d in work if (p or "").startswith("model")) >= 0.9 * sum(d for _, d in work)
+    replayed = con.sql(
+        f"""SELECT pass, sum(duration_ns) FILTER (WHERE path LIKE '{DECODER}%') / sum(duration_ns),
+                   count(*) FROM kernel_layers
+            WHERE trace_id = 'h100_compiled_reduce_overhead.nsys' AND graph_node_id IS NOT NULL GROUP BY pass"""
+    ).fetchall()
+    assert {p: share >= 0.9 and n > 100 for p, share, n in replayed} == {"forward": True, "backward": True}

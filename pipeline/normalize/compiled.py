@@ -12,8 +12,11 @@ launch gets its modules:
   nodes its ``Source Nodes`` comment names (a forward node's Dynamo name is its ``from_node``);
 * a node's module chain: its own ``nn_module_stack``; a backward node has none, and takes that of the forward nodes
   of the same compiled region with its autograd sequence number (PyTorch's own rule for backward metadata);
-* the launch's module is the innermost module common to its nodes' chains (a kernel fusing the end of
-  ``blocks.0.fc2`` and ``blocks.0.norm`` is ``blocks.0``'s); every module it computes is listed too.
+* the launch's module is its output's: that of the last of its nodes in the graph (the graph is in topological
+  order), so a kernel fusing the residual add of ``blocks.0`` with ``blocks.0.norm`` is the norm's, and one that
+  applies the rotary embedding (computed once, in ``model.rotary_emb``) to layer 3's queries is layer 3's
+  attention's; a backward node's chain is the one its forward nodes share.  Every module it computes is listed
+  too (``modules``).
 """
 
 from __future__ import annotations
@@ -163,21 +166,27 @@ def launch_rows(doc: dict[str, Any], capture_id: str) -> list[dict[str, Any]]:
         by_source: dict[str, list[str]] = defaultdict(list)  # a comment's source name -> node names
         for name, node in nodes.items():
             by_source[node.get("from_node") or name].append(name)
+        order = {name: i for i, name in enumerate(nodes)}  # the graph's node order: topological
         provenance = g.get("provenance") or {}
         for index, launch in enumerate(call_statements(g.get("call") or "")):
             names = provenance.get(launch.handle or "")
             if names is None:
                 names = [n for src in launch.source_nodes if src for n in by_source.get(src, [])]
-            chains = []
+            placed = []  # (the node's place in the graph, its module chain), for each node that has one
+            listed: set[str] = set()  # every innermost module of the launch's nodes
             for name in names:
                 node = nodes.get(name) or {}
                 own = node.get("modules") or []
                 if own:
-                    chains.append(own)
+                    placed.append((order.get(name, -1), own))
+                    listed.add(own[-1])
                 elif node.get("seq_nr") is not None:
-                    chains += by_seq.get((g.get("compile_id"), node["seq_nr"]), [])
-            chain = common_chain(chains)
-            innermost = sorted({c[-1] for c in chains})
+                    from_forward = by_seq.get((g.get("compile_id"), node["seq_nr"]), [])
+                    if from_forward:
+                        placed.append((order.get(name, -1), common_chain(from_forward)))
+                        listed |= {c[-1] for c in from_forward}
+            chain = max(placed, key=lambda p: p[0])[1] if placed else []  # the output's: the last node in the graph
+            innermost = sorted(listed)
             rows.append(
                 {
                     "capture_id": capture_id,

@@ -8,17 +8,17 @@ from transformers import LlamaConfig, LlamaForCausalLM
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=3)
 p.add_argument("--compile", default="", help="torch.compile mode: default, reduce-overhead (empty: eager)")
-p.add_argument("--layers", type=int, default=2)
+p.add_argument("--layers", type=int, default=4)
 args = p.parse_args()
 
 torch.manual_seed(0)
 cfg = LlamaConfig(
     vocab_size=1024,
-    hidden_size=256,
-    intermediate_size=512,
+    hidden_size=512,
+    intermediate_size=1024,
     num_hidden_layers=args.layers,
-    num_attention_heads=4,
-    num_key_value_heads=2,
+    num_attention_heads=8,
+    num_key_value_heads=4,
     max_position_embeddings=256,
 )
 cfg._attn_implementation = "sdpa"
