@@ -173,8 +173,7 @@ def test_pool_and_dask_match_the_serial_run(ranks_dir: Path, serial_out: Path, t
     bad.write_bytes((ranks_dir / "rank0" / "nsys.sqlite").read_bytes()[:50_000])
     files = [*rank_files(ranks_dir), bad]
     expected = contents(serial_out)
-    assert expected["kernels"].num_rows == 33 * RANKS and len(expected) == 9  # 9th: threads (nsys ThreadNames, #41)
-    assert "threads" in expected
+    assert expected["kernels"].num_rows == 33 * RANKS and len(expected) == 9  # (threads: nsys's ThreadNames)
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         runs = {

@@ -197,7 +197,7 @@ def test_demo_pipeline_on_every_sample(tmp_path: Path) -> None:
         p.parent.name for p in SAMPLES.glob("*/torch_trace.json.gz")
     }
     timelines |= {"external"}  # sample_traces/external/: other projects' traces, trace ids external.<name>
-    timelines -= {"cpu_compiled_train"}  # captured with --device cpu (its manifest): no GPU kernels, no section
+    timelines -= {"cpu_compiled_train"}  # a CPU capture: no GPU work, so no layer
     assert {t.split(".")[0] for t in summary["traces"]} == timelines
     # Captures that recorded layer shapes get MACs; the plain small-CNN capture did not record any.
     assert summary["traces"]["h200_resnet18.nsys"]["sections"]["macs"] == "drawn"
