@@ -597,7 +597,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "module_frames_not_layers",
         "pipeline/normalize/chrome.py",
-        "frames = None if getattr(trace, CAPTURE_MARK) else _module_frames(tables[\"python_function\"])",
+        'frames = None if getattr(trace, CAPTURE_MARK) else _module_frames(tables["python_function"])',
         "frames = None",
         "a PyTorch trace recorded with stacks gets its layers from the nn.Module frames",
         ("tests/test_module_frames.py",),
@@ -605,8 +605,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "capture_mark_ignored",
         "pipeline/normalize/chrome.py",
-        "frames = None if getattr(trace, CAPTURE_MARK) else _module_frames(tables[\"python_function\"])",
-        "frames = _module_frames(tables[\"python_function\"])",
+        'frames = None if getattr(trace, CAPTURE_MARK) else _module_frames(tables["python_function"])',
+        'frames = _module_frames(tables["python_function"])',
         "a trace marked by tracepipe capture keeps its qualified names: its module frames are no layers",
         ("tests/test_module_frames.py",),
     ),
@@ -677,7 +677,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "compiled_backward_no_seq_module",
         "pipeline/normalize/compiled.py",
-        "from_forward = by_seq.get((g.get(\"compile_id\"), node[\"seq_nr\"]), [])",
+        'from_forward = by_seq.get((g.get("compile_id"), node["seq_nr"]), [])',
         "from_forward = []",
         "a backward node takes the modules of the forward nodes of its autograd sequence number",
         ("tests/test_compiled.py",),
