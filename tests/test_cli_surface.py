@@ -173,7 +173,7 @@ def test_every_subcommand_has_examples_and_gzip_only_where_it_acts() -> None:
 
 def test_capture_on_a_machine_without_gpu_or_nsys_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The preflight's probes pointed at an empty machine: exit 2, one line, no folder made."""
-    from pipeline.capture import cli as capture_cli
+    from pipeline.capture import tools as capture_cli
     from pipeline.cli import main
 
     monkeypatch.setattr(capture_cli, "NVIDIA_PROC_GPUS", tmp_path / "no_driver")
@@ -190,7 +190,7 @@ def test_capture_on_a_machine_without_gpu_or_nsys_is_one_line(monkeypatch: pytes
 
 def test_capture_nsys_on_this_machine(tmp_path: Path) -> None:
     """The real probes, in a real process, on a machine where the driver lists no GPU (this CPU box, CI)."""
-    from pipeline.capture.cli import NVIDIA_PROC_GPUS
+    from pipeline.capture.tools import NVIDIA_PROC_GPUS
 
     if NVIDIA_PROC_GPUS.is_dir():  # a GPU host: the in-process test above covers the rule
         pytest.skip("this machine has an NVIDIA driver")
