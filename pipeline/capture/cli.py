@@ -62,6 +62,8 @@ SM_SPREAD_METRICS = tuple(
     for counter in ("sm__cycles_active", "sm__inst_executed", "sm__ctas_launched", "sm__warps_launched")
     for stat in ("min", "max", "avg", "sum")
 )
+
+
 class CaptureError(click.ClickException):
     """A capture step that could not be done (tool missing, tool failed): exit 1 with one line."""
 
