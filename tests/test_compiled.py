@@ -332,7 +332,7 @@ def test_eager_and_compiled_diff_per_decoder_layer(tmp_path: Path) -> None:
             connect(out)
             .sql(
                 f"""SELECT pass, sum(duration_ns) FROM kernel_layers
-                    WHERE trace_id LIKE '%.nsys' AND path LIKE '{DECODER}0/%' OR path = '{DECODER}0' GROUP BY pass"""
+                    WHERE trace_id LIKE '%.nsys' AND (path LIKE '{DECODER}0/%' OR path = '{DECODER}0') GROUP BY pass"""
             )
             .fetchall()
         )
