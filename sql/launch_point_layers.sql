@@ -5,7 +5,7 @@
 -- analyze: staged (inputs analyzed through Parquet: computed into a file of its own although one view reads it,
 --          so that its joins and its reader's do not hold DuckDB's memory at once; 10M kernels: gpu_op_attribution
 --          53-65 -> 31 CPU-s, 14.9 GB spilled -> 1 GB, benchmarks/results/gpu_op_attribution_staged.txt)
--- Inputs:  gpu_op_launches, ops, nvtx_ranges, threads
+-- Inputs:  gpu_op_launches, ops, nvtx_ranges, threads, compiled_statements
 -- Output, one row per distinct (trace_id, pid, tid, launch_start_ns) of gpu_op_launches:
 --          trace_id, pid, tid, launch_start_ns (ns, CPU clock): the launch point (launch_pid / launch_tid of
 --                     gpu_op_launches)
@@ -13,6 +13,9 @@
 --          pass       'forward' | 'backward' | 'optimizer' | NULL (outside every range, not backward/optimizer)
 --          bwd_op_id  the autograd backward op (ops.op_id) enclosing the launch; fwd_op_id: the forward op it
 --                     was linked to by sequence number
+--          module_chain, fused_modules, compiled_root: for a launch inside a statement of a compiled graph that
+--                     the capture recorded (compiled_statements), that statement's module chain and modules (JSON
+--                     lists) and the capture's root range text; else NULL
 -- Rules.
 -- (1) Forward / everything else, as nsys's NVTX projection: a range lives on the CPU thread that pushed it, and
 --     an op belongs to the ranges enclosing its *launching* call on that thread (gpu_op_launches: matched by
@@ -51,6 +54,8 @@
 --     well).  A plain `nsys profile` of a training script has no op to link backward work by, yet its autograd
 --     thread says what the work is.
 -- Precedence: optimizer (3), then a backward op (2), then a backward thread (4), then forward (1).
+-- (5) Compiled regions: a launch inside a statement op of a recorded compiled graph (compiled_statements) also
+--     gets that statement's module chain, which gpu_op_attribution appends below the range's path.
 WITH RECURSIVE seq_ops AS (   -- autograd-visible CPU ops; backward ones are the nodes the engine evaluates.
                               -- Gradient accumulation into .grad (AccumulateGrad) is a node of the engine
                               -- with no sequence number: backward, linked to no forward op
@@ -224,6 +229,13 @@ opt_ctx AS (   -- tracepipe's own `optimizer` range wins: its global step hooks 
      AND o.start_ns <= q.t AND q.t <= o.end_ns
     GROUP BY ALL
 ),
+in_statement AS (   -- rule (5): launch points inside a compiled graph's statement op (none on other threads)
+    SELECT q.trace_id, q.pid, q.tid, q.t, s.module_chain, s.modules AS fused_modules, s.root_name AS compiled_root
+    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM compiled_statements)) q
+    JOIN compiled_statements s
+      ON s.trace_id = q.trace_id AND s.pid IS NOT DISTINCT FROM q.pid AND s.tid = q.tid
+     AND s.start_ns <= q.t AND q.t <= s.end_ns
+),
 decided AS (
     SELECT a.trace_id, a.pid, a.tid, a.t, bd.bwd_op_id, bd.fwd_op_id,
            CASE
@@ -242,5 +254,7 @@ decided AS (
     LEFT JOIN opt_ctx oc USING (trace_id, pid, tid, t)
     LEFT JOIN bwd_threads bt ON bt.trace_id = a.trace_id AND bt.pid IS NOT DISTINCT FROM a.pid AND bt.tid = a.tid
 )
-SELECT trace_id, pid, tid, t AS launch_start_ns, range_id, pass, bwd_op_id, fwd_op_id
-FROM decided
+SELECT d.trace_id, d.pid, d.tid, d.t AS launch_start_ns, d.range_id, d.pass, d.bwd_op_id, d.fwd_op_id,
+       c.module_chain, c.fused_modules, c.compiled_root
+FROM decided d
+LEFT JOIN in_statement c USING (trace_id, pid, tid, t)
