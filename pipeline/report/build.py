@@ -331,7 +331,8 @@ def _extra_sections(
             d = _diff.compare(a, b)
         png = _diff.bar_chart(a, b, d)
         found.append(("diff", "Diff: B against A", _diff.section_html(a, b, d, png), ("layer_diff.png", png)))
-    if (r := ranks.load_ranks(analysis)) is not None:
+    for i, r in enumerate(ranks.load_jobs(analysis)):
         body, png = ranks.section(r)
-        found.append(("ranks", f"Ranks: {r.totals.height} ranks compared", body, ("ranks.png", png)))
+        anchor, png_name = ("ranks", "ranks.png") if i == 0 else (f"ranks-{i + 1}", f"ranks-{i + 1}.png")
+        found.append((anchor, f"Ranks: {r.totals.height} ranks compared (one job)", body, (png_name, png)))
     return found
