@@ -51,6 +51,8 @@ PY_TABLES["arch_limits"] = "pipeline.analyze.arch:arch_limits_table"
 PY_TABLES["gpu_names"] = "pipeline.analyze.arch:gpu_names_table"
 PY_TABLES["kernel_tile_patterns"] = "pipeline.analyze.tiles:tile_patterns_table"
 PY_TABLES["ncu_display_names"] = "pipeline.analyze.ncu_names:display_names_table"
+PY_TABLES["finding_thresholds"] = "pipeline.analyze.finding_rules:finding_thresholds_table"
+PY_TABLES["finding_kernel_classes"] = "pipeline.analyze.finding_rules:finding_kernel_classes_table"
 PY_TABLES["device_override"] = "pipeline.analyze.arch:device_override_table"  # replaced by connect(device=...)
 
 

@@ -1,0 +1,54 @@
+-- findings_tail_wave: kernels whose grid needs two or more waves of resident blocks and whose last wave is under
+-- half full: for one wave's time most of the GPU's block slots sit idle.
+-- analyze: on request (findings has its rows; write it with `tracepipe analyze --view findings_tail_wave`)
+-- Inputs:  kernel_layers, kernel_waves, finding_thresholds (tail_min_waves, tail_max_fill)
+-- Output, one row per trace, layer path (a leading `ProfilerStep#N` folded to `ProfilerStep#*`) and kernel (short
+-- name) with such launches:
+--   trace_id, rule ('tail_wave'), path (NULL = outside every range), layer, pass (when its launches share one),
+--   kernel, launches (those with a tail), gpu_time_ns (their time, ns), at_stake_ns (ns, below), measure
+--   ('tail_fill'), value (the last wave's fill, slots used / slots, of the launch with the most at stake),
+--   threshold (tail_max_fill), evidence, fix,
+--   blocks, sm_count, resident_blocks_per_sm, slots (sm_count * resident: blocks one wave runs), waves,
+--   waves_per_sm (blocks / slots), tail_wave_blocks (all of that launch), projected_device (kernel_waves': NULL
+--   = the traced device)
+-- Rule: a launch with waves >= tail_min_waves and tail_wave_utilization < tail_max_fill (kernel_waves: the
+-- occupancy model's resident blocks per SM).  At stake per launch: duration * (waves - waves_per_sm) / waves,
+-- the share of the launch's slot-time that its last wave leaves empty (every wave taking the same time, the
+-- model of kernel_waves): what a grid of whole waves would not spend.  The fix is a grid of whole waves: the
+-- batch or the tile so that blocks are a multiple of the slots, or fewer, larger blocks.
+WITH th AS (
+    SELECT max(value) FILTER (name = 'tail_min_waves') AS min_waves,
+           max(value) FILTER (name = 'tail_max_fill') AS max_fill
+    FROM finding_thresholds
+),
+tails AS (
+    SELECT k.trace_id, regexp_replace(k.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
+           k.layer, k.pass, coalesce(k.short_name, k.name) AS kernel, w.duration_ns,
+           w.blocks, w.sm_count, w.resident_blocks_per_sm, w.sm_count * w.resident_blocks_per_sm AS slots, w.waves,
+           w.waves_per_sm, w.tail_wave_blocks, w.tail_wave_utilization, w.projected_device,
+           w.duration_ns * (w.waves - w.waves_per_sm) / w.waves AS at_stake
+    FROM kernel_waves w
+    JOIN kernel_layers k USING (trace_id, kernel_id)
+    CROSS JOIN th
+    WHERE w.waves >= th.min_waves AND w.tail_wave_utilization < th.max_fill AND w.resident_blocks_per_sm > 0
+)
+SELECT trace_id, 'tail_wave' AS rule, path, any_value(layer) AS layer,
+       CASE WHEN count(DISTINCT pass) = 1 THEN any_value(pass) END AS pass,
+       kernel, count(*) AS launches, sum(duration_ns)::BIGINT AS gpu_time_ns, round(sum(at_stake))::BIGINT AS at_stake_ns,
+       'tail_fill' AS measure, arg_max(tail_wave_utilization, at_stake) AS value, any_value(th.max_fill) AS threshold,
+       printf('%d blocks on %d SMs x %d resident = %d slots: %d waves (%.2f), the last %.1f %% full; %d launch(es), '
+              '%.1f µs',
+              arg_max(blocks, at_stake), arg_max(sm_count, at_stake), arg_max(resident_blocks_per_sm, at_stake),
+              arg_max(slots, at_stake), arg_max(waves, at_stake), arg_max(waves_per_sm, at_stake),
+              100.0 * arg_max(tail_wave_utilization, at_stake), count(*), sum(duration_ns) / 1e3) AS evidence,
+       printf('Make the grid whole waves of %d blocks (the batch size or the tile), or fewer, larger blocks; for a '
+              'cuDNN/cuBLAS kernel torch.backends.cudnn.benchmark = True tries other tiles',
+              arg_max(slots, at_stake)) AS fix,
+       arg_max(blocks, at_stake) AS blocks, arg_max(sm_count, at_stake) AS sm_count,
+       arg_max(resident_blocks_per_sm, at_stake) AS resident_blocks_per_sm, arg_max(slots, at_stake) AS slots,
+       arg_max(waves, at_stake) AS waves, arg_max(waves_per_sm, at_stake) AS waves_per_sm,
+       arg_max(tail_wave_blocks, at_stake) AS tail_wave_blocks, any_value(projected_device) AS projected_device
+FROM tails
+CROSS JOIN th
+GROUP BY trace_id, path, kernel
+ORDER BY at_stake_ns DESC, trace_id, path, kernel
