@@ -1,7 +1,7 @@
 -- findings: what to fix in which layer, ranked by the GPU time at stake: one row per trace, layer path, kernel or op
 -- and rule, with the evidence in numbers and a one-line fix.
 -- Inputs:  findings_layout_conversion, findings_tail_wave, findings_low_occupancy, findings_launch_bound,
---          findings_fp32_no_tensor_cores, findings_pageable_copy, findings_slow_backward, findings_straggler_rank,
+--          findings_fp32_no_tensor_cores, findings_pageable_h2d_copy, findings_slow_backward, findings_straggler_rank,
 --          layer_summary (each trace's summed kernel time), step_gpu_idle (each trace's GPU wall time),
 --          finding_thresholds (min_at_stake_ns, min_at_stake_pct)
 -- Output:  trace_id, priority (1 = the most GPU time at stake in its trace), rule, path (the layer path; a leading
@@ -47,7 +47,7 @@ found AS (
     UNION ALL BY NAME
     SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
            evidence, fix
-    FROM findings_pageable_copy
+    FROM findings_pageable_h2d_copy
     UNION ALL BY NAME
     SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
            evidence, fix

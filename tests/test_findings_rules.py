@@ -187,7 +187,7 @@ def test_a_pageable_copy_inside_a_step_fires(tmp_path: Path) -> None:
     t.memcpy(2_000, 5_000, launch_at=1_000, nbytes=1_000_000)
     t.kernel("k", 10_000, 1_000, launch_at=3_000)
     t.write(tmp_path)
-    got = rows(tmp_path, "findings_pageable_copy", "path, kernel, launches, at_stake_ns, bytes, round(value, 3)")
+    got = rows(tmp_path, "findings_pageable_h2d_copy", "path, kernel, launches, at_stake_ns, bytes, round(value, 3)")
     assert got == [("ProfilerStep#*", "[CUDA memcpy Host-to-Device]", 1, 5_000, 1_000_000, 200.0)]
 
 
@@ -201,7 +201,7 @@ def test_pinned_copies_and_copies_outside_steps_do_not_fire(tmp_path: Path) -> N
     t.range("model", 0, 100_000)
     t.memcpy(2_000, 5_000, launch_at=1_000, nbytes=1_000_000)
     t.write(tmp_path)
-    assert rows(tmp_path, "findings_pageable_copy") == []
+    assert rows(tmp_path, "findings_pageable_h2d_copy") == []
 
 
 # --- slow_backward (on its declared inputs: the pass split comes from layer_summary) --------------------------

@@ -1,6 +1,6 @@
--- findings_pageable_copy: host-to-device copies from pageable (not pinned) memory inside a training or inference
+-- findings_pageable_h2d_copy: host-to-device copies from pageable (not pinned) memory inside a training or inference
 -- step: each is staged through a driver buffer and holds the host until it is done, so it cannot overlap compute.
--- analyze: on request (findings has its rows; write it with `tracepipe analyze --view findings_pageable_copy`)
+-- analyze: on request (findings has its rows; write it with `tracepipe analyze --view findings_pageable_h2d_copy`)
 -- Inputs:  gpu_op_layers, memcpy (src_kind), step_gpu_idle (the steps' CPU spans), nvtx_ranges (the step range's
 --          process)
 -- Output, one row per trace, layer path (a leading `ProfilerStep#N` folded to `ProfilerStep#*`) and copy:
