@@ -48,6 +48,7 @@ STACKS = "tests/test_call_stacks.py"
 CALL_STACKS = "pipeline/normalize/sql/call_stacks.sql"
 NESTING = "pipeline/normalize/nesting.py"
 FAST_EXIT = "tests/test_reliability.py::test_a_batch_command_ends_without_teardown_but_with_its_exit_work_done"
+RULES = "tests/test_findings_rules.py"
 FAST_EXIT_RULES = "tests/test_reliability.py::test_the_fast_exit_runs_atexit_flushes_and_keeps_the_status"
 
 MUTANTS: list[Mutant] = [
@@ -506,6 +507,127 @@ MUTANTS: list[Mutant] = [
         '    "Iteration Start: PyTorch Profiler": ',
         "Kineto's iteration marker is known whatever the trace's name",
         ("tests/test_chrome_versions.py::test_iteration_start_markers_of_any_trace_name_are_not_reported",),
+    ),
+    # --- issue #42: findings rules and rank jobs (tests/test_findings_rules.py, tests/test_rank_jobs.py) ---------
+    Mutant(
+        "layout_without_convolution",
+        "sql/findings_layout_conversion.sql",
+        "HAVING bool_or(is_conv) AND bool_or(is_layout)",
+        "HAVING bool_or(is_layout)",
+        "layout transforms count only in a layer that runs a convolution",
+        (RULES + "::test_layout_conversions_without_a_convolution_or_below_the_share_do_not_fire",),
+    ),
+    Mutant(
+        "tail_half_full_fires",
+        "sql/findings_tail_wave.sql",
+        "w.tail_wave_utilization < th.max_fill",
+        "w.tail_wave_utilization <= th.max_fill",
+        "a last wave exactly half full is no tail (under half fires)",
+        (RULES + "::test_one_wave_or_a_half_full_last_wave_does_not_fire",),
+    ),
+    Mutant(
+        "occupancy_of_library_tiles",
+        "sql/findings_low_occupancy.sql",
+        "WHERE NOT n.left_out AND o.theoretical_occupancy_pct < th.max_pct",
+        "WHERE o.theoretical_occupancy_pct < th.max_pct",
+        "library GEMM/conv/attention kernels (their tile sets occupancy) and collectives are left out",
+        (RULES + "::test_short_library_or_quarter_occupancy_kernels_do_not_fire",),
+    ),
+    Mutant(
+        "launch_bound_run_of_seven",
+        "sql/findings_launch_bound.sql",
+        "WHERE m.run_ops >= th.min_ops",
+        "WHERE m.run_ops >= th.min_ops - 1",
+        "a stretch has at least launch_bound_min_ops starved operations",
+        (RULES + "::test_busy_short_or_graph_replayed_stretches_do_not_fire",),
+    ),
+    Mutant(
+        "launch_bound_counts_the_gap_before",
+        "sql/findings_launch_bound.sql",
+        "sum(CASE WHEN run_pos > 1 THEN gap ELSE 0 END) AS idle",
+        "sum(gap) AS idle",
+        "only the idle between a stretch's operations is at stake, not the gap before its first",
+        (RULES + "::test_kernels_shorter_than_their_launches_fire_with_the_idle_between",),
+    ),
+    Mutant(
+        "launch_bound_graph_replay",
+        "sql/findings_launch_bound.sql",
+        "coalesce(graph_node_id IS NULL AND duration_ns",
+        "coalesce(duration_ns",
+        "kernels replayed from a CUDA graph were issued by one launch: never starved",
+        (RULES + "::test_busy_short_or_graph_replayed_stretches_do_not_fire",),
+    ),
+    Mutant(
+        "fp32_without_tensor_cores_on_pascal",
+        "sql/findings_fp32_no_tensor_cores.sql",
+        "WHERE n.fp32_simt AND d.vendor = 'NVIDIA' AND d.compute_major >= th.min_major",
+        "WHERE n.fp32_simt AND d.vendor = 'NVIDIA'",
+        "a GPU without tensor cores (cc < 7.0) has no FP32-off-the-tensor-cores finding",
+        (RULES + "::test_tensor_core_kernels_or_gpus_without_tensor_cores_do_not_fire",),
+    ),
+    Mutant(
+        "fp32_tf32_fix_on_volta",
+        "sql/findings_fp32_no_tensor_cores.sql",
+        "WHEN g.compute_major < 8 THEN",
+        "WHEN g.compute_major < 7 THEN",
+        "Volta/Turing tensor cores take fp16, not TF32: their fix is float16 autocast",
+        (RULES + "::test_an_fp32_gemm_on_a_tensor_core_gpu_fires_with_the_fix_it_needs",),
+    ),
+    Mutant(
+        "pinned_copy_fires",
+        "sql/findings_pageable_h2d_copy.sql",
+        "AND m.src_kind = 'Pageable'",
+        "",
+        "only pageable host memory makes a copy synchronous; a pinned copy is no finding",
+        (RULES + "::test_pinned_copies_and_copies_outside_steps_do_not_fire",),
+    ),
+    Mutant(
+        "backward_at_three_times_fires",
+        "sql/findings_slow_backward.sql",
+        "l.bwd > th.max_ratio * l.fwd",
+        "l.bwd >= th.max_ratio * l.fwd",
+        "a backward of exactly backward_max_ratio times its forward does not fire (more than it does)",
+        (RULES + "::test_a_backward_of_three_times_or_without_forward_does_not_fire",),
+    ),
+    Mutant(
+        "straggler_against_the_mean",
+        "sql/findings_straggler_rank.sql",
+        "median(gpu_time_ns) OVER (PARTITION BY job, path) AS median_ns",
+        "avg(gpu_time_ns) OVER (PARTITION BY job, path) AS median_ns",
+        "a straggler is measured against the median rank, which the straggler itself does not drag up",
+        (RULES + "::test_a_rank_a_fifth_above_the_median_fires",),
+    ),
+    Mutant(
+        "findings_without_share_floor",
+        "sql/findings.sql",
+        "AND 100.0 * f.at_stake_ns >= th.min_pct * t.trace_ns",
+        "",
+        "a finding needs min_at_stake_pct of its trace's kernel time, not just min_at_stake_ns",
+        (RULES + "::test_findings_keep_what_is_worth_a_look_ranked_by_time_at_stake",),
+    ),
+    Mutant(
+        "rank_twice_in_a_job",
+        "sql/rank_jobs.sql",
+        "WHERE ranks >= 2 AND distinct_ranks = ranks",
+        "WHERE ranks >= 2",
+        "a group of traces with one rank twice is ambiguous: no job",
+        ("tests/test_rank_jobs.py::test_unrelated_traces_with_rank_numbers_are_no_job",),
+    ),
+    Mutant(
+        "job_is_the_folder",
+        "sql/rank_jobs.sql",
+        "CASE WHEN contains(named, 'rank#') THEN named ELSE",
+        "CASE WHEN false THEN named ELSE",
+        "files of one folder are one job only when they are named alike but for the rank (or name none)",
+        ("tests/test_rank_jobs.py::test_unrelated_traces_with_rank_numbers_are_no_job",),
+    ),
+    Mutant(
+        "stragglers_across_jobs",
+        "sql/layer_stragglers.sql",
+        "row_number() OVER (PARTITION BY j.job, t.path ORDER BY",
+        "row_number() OVER (PARTITION BY t.path ORDER BY",
+        "ranks of different jobs are never compared",
+        ("tests/test_rank_jobs.py::test_two_jobs_in_one_folder_are_compared_apart",),
     ),
 ]
 

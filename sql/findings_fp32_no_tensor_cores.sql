@@ -58,22 +58,18 @@ grouped AS (
 SELECT g.trace_id, 'fp32_no_tensor_cores' AS rule, g.path, g.layer, g.pass, g.kernel, g.launches, g.gpu_time_ns,
        round(g.gpu_time_ns * (1 - 1 / th.speedup))::BIGINT AS at_stake_ns,
        'compute_capability' AS measure, g.compute_major + g.compute_minor / 10.0 AS value, th.min_major AS threshold,
-       printf('%d FP32 %s launch(es) on the CUDA cores (FFMA), %.1f µs, on a %s (cc %d.%d, tensor cores)%s',
-              g.launches, g.family, g.gpu_time_ns / 1e3, g.device, g.compute_major, g.compute_minor,
-              CASE WHEN t.family IS NOT NULL THEN printf('; other %s kernels of this trace run TF32', g.family)
-                   ELSE '' END) AS evidence,
+       printf('%d FP32 %s launch(es) on the CUDA cores (FFMA), %s µs, on a cc %d.%d GPU with tensor cores%s',
+              g.launches, g.family, format('{:,.1f}', g.gpu_time_ns / 1e3), g.compute_major, g.compute_minor,
+              CASE WHEN t.family IS NOT NULL THEN printf('; other %s kernels here run TF32', g.family) ELSE '' END)
+           AS evidence,
        CASE
-           WHEN g.compute_major < 8 THEN
-               'Volta/Turing tensor cores take fp16: run it under torch.autocast("cuda", dtype=torch.float16) with a '
-               'GradScaler for training'
-           WHEN t.family IS NOT NULL THEN
-               'TF32 is already on here and the library still chose FP32 for this shape: run it under '
-               'torch.autocast("cuda", dtype=torch.bfloat16), or pad channels/features to a multiple of 8'
-           WHEN g.family = 'convolution' THEN
-               'Run it under torch.autocast("cuda", dtype=torch.bfloat16); TF32 (torch.backends.cudnn.allow_tf32) is on '
-               'by default, so unless it was turned off cuDNN chose FP32 for this shape (few channels: pad them to 8)'
-           ELSE 'Allow TF32 matmuls (torch.set_float32_matmul_precision("high")) or run it under '
-                'torch.autocast("cuda", dtype=torch.bfloat16)'
+           WHEN g.compute_major < 8 THEN 'Volta/Turing tensor cores take fp16: torch.autocast("cuda", torch.float16) '
+                                         'with a GradScaler'
+           WHEN t.family IS NOT NULL THEN 'TF32 is on and the library still chose FP32 for this shape: bf16 autocast, '
+                                          'or pad sizes to multiples of 8'
+           WHEN g.family = 'convolution' THEN 'bf16 autocast; TF32 is on by default for convolutions, so cuDNN chose '
+                                              'FP32 here (pad channels to 8)'
+           ELSE 'Allow TF32 matmuls: torch.set_float32_matmul_precision("high"), or bf16 autocast'
        END AS fix,
        g.family, t.family IS NOT NULL AS tf32_elsewhere, g.device
 FROM grouped g

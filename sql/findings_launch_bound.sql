@@ -84,12 +84,11 @@ by_path AS (
 SELECT trace_id, 'launch_bound' AS rule, path, regexp_extract(path, '[^/]*$') AS layer, pass, NULL::VARCHAR AS kernel,
        launches, gpu_time_ns, idle AS at_stake_ns,
        'idle_pct' AS measure, 100.0 * idle / nullif(idle + gpu_time_ns, 0) AS value, NULL::DOUBLE AS threshold,
-       printf('%d stretch(es) of %d GPU operations (longest %d) each shorter than the host took to issue it '
-              '(median %.1f µs of work per %.1f µs between launches): GPU busy %.1f µs, idle %.1f µs between them',
-              stretches, launches, longest_stretch, median_op_ns / 1e3, median_issue_ns / 1e3, gpu_time_ns / 1e3,
-              idle / 1e3) AS evidence,
-       'Launch the stretch as one CUDA graph (torch.compile(mode="reduce-overhead") or torch.cuda.graphs), fuse its '
-       'small kernels (torch.compile), or give each launch more work (a larger batch)' AS fix,
+       printf('%d stretch(es), %d GPU ops (median %.1f µs each, launched every %.1f µs): busy %s µs, idle %s µs '
+              'between them', stretches, launches, median_op_ns / 1e3, median_issue_ns / 1e3,
+              format('{:,.1f}', gpu_time_ns / 1e3), format('{:,.1f}', idle / 1e3)) AS evidence,
+       'One CUDA graph for the stretch (torch.compile mode="reduce-overhead"), fused kernels, or a larger batch'
+           AS fix,
        stretches, longest_stretch, median_op_ns, median_issue_ns, top_kernel
 FROM by_path
 ORDER BY at_stake_ns DESC, trace_id, path

@@ -56,12 +56,10 @@ per_kernel AS (
 SELECT k.trace_id, 'layout_conversion' AS rule, k.path, k.layer, k.pass, k.kernel, k.launches, k.gpu_time_ns,
        k.gpu_time_ns AS at_stake_ns,
        'layout_share_pct' AS measure, 100.0 * l.layout_ns / s.gpu_time_ns AS value, th.min_share AS threshold,
-       printf('%d %s launches take %.1f of %s''s %.1f µs (%.1f %%); all layout transforms of the layer %.1f µs '
-              '(%.1f %%)',
-              k.launches, k.kernel, k.gpu_time_ns / 1e3, k.layer, s.gpu_time_ns / 1e3,
-              100.0 * k.gpu_time_ns / s.gpu_time_ns, l.layout_ns / 1e3, 100.0 * l.layout_ns / s.gpu_time_ns) AS evidence,
-       'Run the model and its input in channels_last (model.to(memory_format=torch.channels_last), the same for '
-       'the input): cuDNN''s NHWC convolutions then need no NCHW<->NHWC transform' AS fix,
+       printf('%d launches take %s of %s''s %s µs (%.1f %%); all its layout transforms %.1f %%',
+              k.launches, format('{:,.1f}', k.gpu_time_ns / 1e3), k.layer, format('{:,.1f}', s.gpu_time_ns / 1e3),
+              100.0 * k.gpu_time_ns / s.gpu_time_ns, 100.0 * l.layout_ns / s.gpu_time_ns) AS evidence,
+       'channels_last: model.to(memory_format=torch.channels_last) and the same for the input' AS fix,
        s.gpu_time_ns AS layer_gpu_time_ns, l.layout_ns::BIGINT AS layout_gpu_time_ns,
        100.0 * k.gpu_time_ns / s.gpu_time_ns AS kernel_share_pct, l.conv_kernel
 FROM per_kernel k

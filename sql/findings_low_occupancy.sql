@@ -56,18 +56,17 @@ grouped AS (
 SELECT g.trace_id, 'low_occupancy' AS rule, g.path, g.layer, g.pass, g.kernel, g.launches, g.gpu_time_ns,
        round(g.at_stake)::BIGINT AS at_stake_ns,
        'theoretical_occupancy_pct' AS measure, g.occ AS value, th.max_pct AS threshold,
-       printf('theoretical occupancy %.1f %% (%d block(s) of %d threads per SM), limited by %s: %d registers/thread, '
-              '%d B shared memory/block; %d launch(es), mean %.1f µs',
-              g.occ, g.resident_blocks_per_sm, g.threads_per_block, coalesce(g.limiter, '?'),
-              g.registers_per_thread, g.smem_per_block_allocated_bytes, g.launches, g.mean_ns / 1e3) AS evidence,
+       printf('occupancy %.1f %% (%d blocks of %d threads an SM), limited by %s: %d registers/thread, %d B shared/block; '
+              '%d launch(es), mean %s µs',
+              g.occ, g.resident_blocks_per_sm, g.threads_per_block, coalesce(g.limiter, '?'), g.registers_per_thread,
+              g.smem_per_block_allocated_bytes, g.launches, format('{:,.1f}', g.mean_ns / 1e3)) AS evidence,
        CASE g.limiter
-           WHEN 'registers' THEN 'Cap registers per thread (__launch_bounds__(threads, min_blocks) or -maxrregcount; '
-                                 'Triton: a smaller BLOCK per program or more num_warps), or split the kernel'
-           WHEN 'shared_mem' THEN 'Use less shared memory per block (smaller tiles, fewer pipeline stages) so more '
-                                  'blocks fit on an SM'
-           WHEN 'warps' THEN 'Pick a block size whose warps divide the SM''s warp slots (128 or 256 threads)'
-           WHEN 'blocks' THEN 'Launch bigger blocks (at least 128 threads): the per-SM block cap leaves warp slots empty'
-           ELSE 'Check the launch configuration in Nsight Compute''s occupancy section'
+           WHEN 'registers' THEN 'Fewer registers: __launch_bounds__ or -maxrregcount; Triton: a smaller BLOCK or more '
+                                 'num_warps'
+           WHEN 'shared_mem' THEN 'Less shared memory per block: smaller tiles or fewer pipeline stages'
+           WHEN 'warps' THEN 'A block size whose warps divide the SM''s slots: 128 or 256 threads'
+           WHEN 'blocks' THEN 'Bigger blocks (128+ threads): the per-SM block cap leaves warp slots empty'
+           ELSE 'Check the launch in Nsight Compute''s occupancy section'
        END AS fix,
        g.limiter, g.resident_blocks_per_sm, g.threads_per_block, g.registers_per_thread,
        g.smem_per_block_allocated_bytes, g.mean_ns

@@ -32,12 +32,11 @@ SELECT trace_id, 'pageable_h2d_copy' AS rule, path, any_value(layer) AS layer,
        CASE WHEN count(DISTINCT pass) = 1 THEN any_value(pass) END AS pass, kernel,
        count(*) AS launches, sum(duration_ns)::BIGINT AS gpu_time_ns, sum(duration_ns)::BIGINT AS at_stake_ns,
        'gb_per_s' AS measure, sum(bytes) / nullif(sum(duration_ns), 0) AS value, NULL::DOUBLE AS threshold,
-       printf('%d pageable Host-to-Device cop%s in %d step(s): %s B in %.1f µs (%.2f GB/s)',
+       printf('%d pageable Host-to-Device cop%s in %d step(s): %s B in %s µs (%.2f GB/s)',
               count(*), CASE WHEN count(*) = 1 THEN 'y' ELSE 'ies' END, count(DISTINCT step),
-              format('{:,}', sum(bytes)::BIGINT), sum(duration_ns) / 1e3,
+              format('{:,}', sum(bytes)::BIGINT), format('{:,.1f}', sum(duration_ns) / 1e3),
               sum(bytes) / nullif(sum(duration_ns), 0)) AS evidence,
-       'Pin the source (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with '
-       '.to("cuda", non_blocking=True): the copy then runs asynchronously, beside compute' AS fix,
+       'Pinned memory (DataLoader(pin_memory=True), tensor.pin_memory()) and .to("cuda", non_blocking=True)' AS fix,
        sum(bytes)::BIGINT AS bytes, count(DISTINCT step) AS steps
 FROM copies
 GROUP BY trace_id, path, kernel

@@ -42,11 +42,11 @@ top_kernel AS (
 SELECT l.trace_id, 'slow_backward' AS rule, l.path, l.layer, 'backward' AS pass, t.kernel,
        l.bwd_kernels AS launches, l.bwd::BIGINT AS gpu_time_ns, round(l.bwd - th.expected * l.fwd)::BIGINT AS at_stake_ns,
        'backward_over_forward' AS measure, l.bwd / l.fwd AS value, th.max_ratio AS threshold,
-       printf('backward %.1f µs = %.1fx the forward''s %.1f µs (about %.0fx is normal); its top kernel %s takes %.1f µs',
-              l.bwd / 1e3, l.bwd / l.fwd, l.fwd / 1e3, th.expected, t.kernel, t.ns / 1e3) AS evidence,
-       printf('Start with %s: embedding/index backwards scatter with atomics (nn.Embedding(sparse=True), fewer '
-              'repeated indices), a separate bias-gradient reduction or elementwise tail fuses under torch.compile',
-              t.kernel) AS fix,
+       printf('backward %s µs = %.1fx the forward''s %s µs (about %.0fx is normal); top kernel %s, %s µs',
+              format('{:,.1f}', l.bwd / 1e3), l.bwd / l.fwd, format('{:,.1f}', l.fwd / 1e3), th.expected, t.kernel,
+              format('{:,.1f}', t.ns / 1e3)) AS evidence,
+       printf('Start with %s: embedding/index scatters (sparse=True), bias reductions and small kernels fuse under '
+              'torch.compile', t.kernel) AS fix,
        l.fwd::BIGINT AS forward_gpu_time_ns, l.bwd::BIGINT AS backward_gpu_time_ns, t.ns::BIGINT AS top_kernel_ns
 FROM layers l
 JOIN top_kernel t USING (trace_id, path)

@@ -35,10 +35,11 @@ SELECT r.trace_id, 'straggler_rank' AS rule, r.path, r.layer, NULL::VARCHAR AS p
        r.kernels::BIGINT AS launches, r.gpu_time_ns::BIGINT AS gpu_time_ns,
        round(r.gpu_time_ns - r.median_ns)::BIGINT AS at_stake_ns, 'slowdown' AS measure,
        r.gpu_time_ns / r.median_ns AS value, th.min_slowdown AS threshold,
-       printf('rank %d takes %.1f µs on this layer, %.2fx the median %.1f µs of the job''s %d ranks', r.rank,
-              r.gpu_time_ns / 1e3, r.gpu_time_ns / r.median_ns, r.median_ns / 1e3, r.ranks) AS evidence,
-       printf('Rank %d is the straggler here: compare its inputs (uneven shards, sequence lengths, padding) and its '
-              'GPU (clocks, temperature, placement) with the other ranks''', r.rank) AS fix,
+       printf('rank %d takes %s µs, %.2fx the median %s µs of the job''s %d ranks', r.rank,
+              format('{:,.1f}', r.gpu_time_ns / 1e3), r.gpu_time_ns / r.median_ns, format('{:,.1f}', r.median_ns / 1e3),
+              r.ranks) AS evidence,
+       printf('Rank %d lags here: compare its inputs (shard sizes, sequence lengths) and its GPU (clocks, '
+              'temperature)', r.rank) AS fix,
        r.job, r.ranks, r.rank AS slowest_rank, r.median_ns AS median_gpu_time_ns
 FROM ranked r
 CROSS JOIN th

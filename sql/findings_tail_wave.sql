@@ -36,14 +36,13 @@ SELECT trace_id, 'tail_wave' AS rule, path, any_value(layer) AS layer,
        CASE WHEN count(DISTINCT pass) = 1 THEN any_value(pass) END AS pass,
        kernel, count(*) AS launches, sum(duration_ns)::BIGINT AS gpu_time_ns, round(sum(at_stake))::BIGINT AS at_stake_ns,
        'tail_fill' AS measure, arg_max(tail_wave_utilization, at_stake) AS value, any_value(th.max_fill) AS threshold,
-       printf('%d blocks on %d SMs x %d resident = %d slots: %d waves (%.2f), the last %.1f %% full; %d launch(es), '
-              '%.1f µs',
-              arg_max(blocks, at_stake), arg_max(sm_count, at_stake), arg_max(resident_blocks_per_sm, at_stake),
-              arg_max(slots, at_stake), arg_max(waves, at_stake), arg_max(waves_per_sm, at_stake),
-              100.0 * arg_max(tail_wave_utilization, at_stake), count(*), sum(duration_ns) / 1e3) AS evidence,
-       printf('Make the grid whole waves of %d blocks (the batch size or the tile), or fewer, larger blocks; for a '
-              'cuDNN/cuBLAS kernel torch.backends.cudnn.benchmark = True tries other tiles',
-              arg_max(slots, at_stake)) AS fix,
+       printf('%d blocks, %d slots (%d SMs x %d): %d waves, the last %.1f %% full; %d launch(es), %s µs',
+              arg_max(blocks, at_stake), arg_max(slots, at_stake), arg_max(sm_count, at_stake),
+              arg_max(resident_blocks_per_sm, at_stake), arg_max(waves, at_stake),
+              100.0 * arg_max(tail_wave_utilization, at_stake), count(*), format('{:,.1f}', sum(duration_ns) / 1e3))
+           AS evidence,
+       printf('Whole waves: a multiple of %d blocks (batch size or tile), or fewer, larger blocks; '
+              'cudnn.benchmark tries other tiles', arg_max(slots, at_stake)) AS fix,
        arg_max(blocks, at_stake) AS blocks, arg_max(sm_count, at_stake) AS sm_count,
        arg_max(resident_blocks_per_sm, at_stake) AS resident_blocks_per_sm, arg_max(slots, at_stake) AS slots,
        arg_max(waves, at_stake) AS waves, arg_max(waves_per_sm, at_stake) AS waves_per_sm,
