@@ -502,12 +502,14 @@ from pipeline.export.cli import export  # noqa: E402
 from pipeline.oneshot import run_command  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
 from pipeline.report.diff_cli import diff  # noqa: E402
+from pipeline.report.findings_cli import findings  # noqa: E402
 
 main.add_command(capture)
 main.add_command(report)
 main.add_command(diff)
 main.add_command(export)
 main.add_command(run_command)
+main.add_command(findings)
 
 if __name__ == "__main__":
     run()
