@@ -139,7 +139,7 @@ def figure(r: Ranks) -> bytes:
     ax_h.set_xlabel("rank (trace_meta.rank)")
     cb = fig.colorbar(im, ax=ax_h, pad=0.01, fraction=0.03)
     cb.set_label("GPU time / layer median (grey: rank did not run it; ○ straggler)")
-    return _png(fig)
+    return _png(fig, gradient=True)
 
 
 def section(r: Ranks) -> tuple[str, bytes]:
@@ -163,11 +163,11 @@ def section(r: Ranks) -> tuple[str, bytes]:
         + image(png, "ranks: GPU time per rank and layer")
         + block(
             f"Spread across ranks per layer (widest {TOP_LAYERS}: layer_rank_spread)",
-            table(label(r.spread), SPREAD_COLS, max_rows=TOP_LAYERS),
+            table(label(r.spread), SPREAD_COLS, max_rows=TOP_LAYERS, top=TOP_LAYERS),
         )
         + block(
             "Straggler rank per layer (most excess first: layer_stragglers)",
-            table(label(r.stragglers), STRAGGLER_COLS, max_rows=TOP_LAYERS),
+            table(label(r.stragglers), STRAGGLER_COLS, max_rows=TOP_LAYERS, top=TOP_LAYERS),
             note(
                 "The ranks of one job only (rank_jobs: rank files named alike but for the rank, same format and GPU); "
                 "excess = the slowest rank's GPU "
