@@ -38,7 +38,8 @@ def main(argv: list[str]) -> int:
         return 2
     analysis, report = Path(argv[0]), Path(argv[1])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+    status = ["git", "status", "--porcelain", "--untracked-files=no"]
+    dirty = subprocess.run(status, capture_output=True, text=True).stdout.strip()
     print(f"# command: python benchmarks/findings_demo.py {analysis} {report}   (after make demo)")
     print(f"# commit: {commit}{' (with uncommitted changes)' if dirty else ''}")
     print(f"# machine: {platform.node()}, {platform.machine()}, Python {platform.python_version()}")

@@ -24,38 +24,15 @@ WITH th AS (
            max(value) FILTER (name = 'min_at_stake_pct') AS min_pct
     FROM finding_thresholds
 ),
-found AS (
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
+found AS (  -- every rule's rows, by column name (each view adds columns of its own; the shared ones are kept below)
     FROM findings_layout_conversion
-    UNION ALL BY NAME
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
-    FROM findings_tail_wave
-    UNION ALL BY NAME
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
-    FROM findings_low_occupancy
-    UNION ALL BY NAME
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
-    FROM findings_launch_bound
-    UNION ALL BY NAME
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
-    FROM findings_fp32_no_tensor_cores
-    UNION ALL BY NAME
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
-    FROM findings_pageable_h2d_copy
-    UNION ALL BY NAME
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
-    FROM findings_slow_backward
-    UNION ALL BY NAME
-    SELECT trace_id, rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, measure, value, threshold,
-           evidence, fix
-    FROM findings_straggler_rank
+    UNION ALL BY NAME FROM findings_tail_wave
+    UNION ALL BY NAME FROM findings_low_occupancy
+    UNION ALL BY NAME FROM findings_launch_bound
+    UNION ALL BY NAME FROM findings_fp32_no_tensor_cores
+    UNION ALL BY NAME FROM findings_pageable_h2d_copy
+    UNION ALL BY NAME FROM findings_slow_backward
+    UNION ALL BY NAME FROM findings_straggler_rank
 ),
 totals AS (
     SELECT trace_id, sum(gpu_time_ns) AS trace_ns FROM layer_summary GROUP BY trace_id
@@ -64,7 +41,8 @@ walls AS (
     SELECT trace_id, sum(wall_ns) AS wall_ns FROM step_gpu_idle GROUP BY trace_id
 ),
 kept AS (
-    SELECT f.*, 100.0 * f.at_stake_ns / nullif(w.wall_ns, 0) AS share_pct
+    SELECT f.trace_id, f.rule, f.path, f.layer, f.pass, f.kernel, f.launches, f.gpu_time_ns, f.at_stake_ns, f.measure,
+           f.value, f.threshold, f.evidence, f.fix, 100.0 * f.at_stake_ns / nullif(w.wall_ns, 0) AS share_pct
     FROM found f
     JOIN totals t USING (trace_id)
     LEFT JOIN walls w USING (trace_id)

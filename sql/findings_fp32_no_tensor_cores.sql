@@ -39,7 +39,8 @@ tf32_seen AS (  -- families the trace already runs on TF32
 ),
 simt AS (
     SELECT k.trace_id, regexp_replace(k.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           k.layer, k.pass, coalesce(k.short_name, k.name) AS kernel, k.duration_ns, n.family,
+           regexp_replace(k.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer,
+           k.pass, coalesce(k.short_name, k.name) AS kernel, k.duration_ns, n.family,
            d.compute_major, d.compute_minor, d.name AS device
     FROM kernel_layers k
     JOIN names n USING (name)

@@ -31,7 +31,8 @@ names AS (  -- each distinct name classified once (the patterns are per-row valu
 ),
 classed AS (
     SELECT k.trace_id, regexp_replace(k.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           k.layer, k.pass, coalesce(k.short_name, k.name) AS kernel, k.duration_ns,
+           regexp_replace(k.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer,
+           k.pass, coalesce(k.short_name, k.name) AS kernel, k.duration_ns,
            n.is_conv, n.is_layout
     FROM kernel_layers k
     JOIN names n USING (name)

@@ -32,9 +32,12 @@ names AS (
 ),
 low AS (
     SELECT k.trace_id, regexp_replace(k.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           k.layer, k.pass, coalesce(k.short_name, k.name) AS kernel, k.duration_ns, o.limiter,
+           regexp_replace(k.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer,
+           k.pass, coalesce(k.short_name, k.name) AS kernel, k.duration_ns, o.limiter,
            o.theoretical_occupancy_pct AS occ, o.resident_blocks_per_sm, o.threads_per_block, o.registers_per_thread,
-           o.smem_per_block_allocated_bytes, k.duration_ns * (1 - o.theoretical_occupancy_pct / th.max_pct) AS at_stake
+           o.smem_per_block_allocated_bytes,
+           -- as a DECIMAL per launch: the sum is the same in any order and thread split
+           k.duration_ns * (1 - o.theoretical_occupancy_pct / th.max_pct)::DECIMAL(38, 9) AS at_stake
     FROM kernel_occupancy o
     JOIN names n USING (name)
     JOIN kernel_layers k USING (trace_id, kernel_id)
@@ -45,7 +48,7 @@ grouped AS (
     SELECT trace_id, path, any_value(layer) AS layer,
            CASE WHEN count(DISTINCT pass) = 1 THEN any_value(pass) END AS pass,
            kernel, limiter, count(*) AS launches, sum(duration_ns)::BIGINT AS gpu_time_ns,
-           avg(duration_ns) AS mean_ns, avg(occ) AS occ,
+           avg(duration_ns) AS mean_ns, avg(occ::DECIMAL(38, 9))::DOUBLE AS occ,
            sum(at_stake) AS at_stake,
            max(resident_blocks_per_sm) AS resident_blocks_per_sm, max(threads_per_block) AS threads_per_block,
            max(registers_per_thread) AS registers_per_thread,
@@ -56,7 +59,8 @@ grouped AS (
 SELECT g.trace_id, 'low_occupancy' AS rule, g.path, g.layer, g.pass, g.kernel, g.launches, g.gpu_time_ns,
        round(g.at_stake)::BIGINT AS at_stake_ns,
        'theoretical_occupancy_pct' AS measure, g.occ AS value, th.max_pct AS threshold,
-       printf('occupancy %.1f %% (%d blocks of %d threads an SM), limited by %s: %d registers/thread, %d B shared/block; '
+       printf('occupancy %.1f %% (%d blocks of %d threads an SM), limited by %s: %d registers/thread, '
+              '%d B shared/block; '
               '%d launch(es), mean %s µs',
               g.occ, g.resident_blocks_per_sm, g.threads_per_block, coalesce(g.limiter, '?'), g.registers_per_thread,
               g.smem_per_block_allocated_bytes, g.launches, format('{:,.1f}', g.mean_ns / 1e3)) AS evidence,

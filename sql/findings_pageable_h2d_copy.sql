@@ -21,7 +21,8 @@ WITH steps AS (
 ),
 copies AS (
     SELECT g.trace_id, regexp_replace(g.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           g.layer, g.pass, g.name AS kernel, g.duration_ns, g.bytes, st.step
+           regexp_replace(g.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer,
+           g.pass, g.name AS kernel, g.duration_ns, g.bytes, st.step
     FROM gpu_op_layers g
     JOIN memcpy m ON m.trace_id = g.trace_id AND m.copy_id = g.op_row_id
     JOIN steps st ON st.trace_id = g.trace_id AND st.pid = g.launch_pid

@@ -22,7 +22,8 @@ WITH th AS (
 ),
 layers AS (
     SELECT trace_id, regexp_replace(path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           any_value(layer) AS layer, sum(forward_gpu_time_ns) AS fwd, sum(backward_gpu_time_ns) AS bwd,
+           any_value(regexp_replace(layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*')) AS layer,
+           sum(forward_gpu_time_ns) AS fwd, sum(backward_gpu_time_ns) AS bwd,
            sum(backward_kernels) AS bwd_kernels
     FROM layer_summary
     WHERE path IS NOT NULL
@@ -40,7 +41,8 @@ top_kernel AS (
     GROUP BY trace_id, path
 )
 SELECT l.trace_id, 'slow_backward' AS rule, l.path, l.layer, 'backward' AS pass, t.kernel,
-       l.bwd_kernels AS launches, l.bwd::BIGINT AS gpu_time_ns, round(l.bwd - th.expected * l.fwd)::BIGINT AS at_stake_ns,
+       l.bwd_kernels AS launches, l.bwd::BIGINT AS gpu_time_ns,
+       round(l.bwd - th.expected * l.fwd)::BIGINT AS at_stake_ns,
        'backward_over_forward' AS measure, l.bwd / l.fwd AS value, th.max_ratio AS threshold,
        printf('backward %s µs = %.1fx the forward''s %s µs (about %.0fx is normal); top kernel %s, %s µs',
               format('{:,.1f}', l.bwd / 1e3), l.bwd / l.fwd, format('{:,.1f}', l.fwd / 1e3), th.expected, t.kernel,

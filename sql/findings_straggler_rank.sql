@@ -19,7 +19,8 @@ WITH th AS (
 per_rank AS (
     SELECT j.job, t.trace_id, t.rank,
            regexp_replace(t.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           any_value(t.layer) AS layer, sum(t.kernels) AS kernels, sum(t.gpu_time_ns) AS gpu_time_ns
+           any_value(regexp_replace(t.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*')) AS layer,
+           sum(t.kernels) AS kernels, sum(t.gpu_time_ns) AS gpu_time_ns
     FROM rank_layer_time t
     JOIN (SELECT trace_id, job FROM rank_jobs) j USING (trace_id)
     WHERE t.path IS NOT NULL

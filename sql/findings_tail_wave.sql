@@ -23,31 +23,43 @@ WITH th AS (
 ),
 tails AS (
     SELECT k.trace_id, regexp_replace(k.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           k.layer, k.pass, coalesce(k.short_name, k.name) AS kernel, w.duration_ns,
-           w.blocks, w.sm_count, w.resident_blocks_per_sm, w.sm_count * w.resident_blocks_per_sm AS slots, w.waves,
-           w.waves_per_sm, w.tail_wave_blocks, w.tail_wave_utilization, w.projected_device,
-           w.duration_ns * (w.waves - w.waves_per_sm) / w.waves AS at_stake
+           regexp_replace(k.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer,
+           k.pass,
+           coalesce(k.short_name, k.name) AS kernel, w.kernel_id, w.duration_ns, w.blocks, w.sm_count,
+           w.resident_blocks_per_sm, w.sm_count * w.resident_blocks_per_sm AS slots, w.waves, w.waves_per_sm,
+           w.tail_wave_blocks, w.tail_wave_utilization, w.projected_device,
+           -- d * (waves - blocks / slots) / waves = d * (waves * slots - blocks) / (waves * slots), as a DECIMAL per
+           -- launch: the sum is the same in any order and thread split
+           (w.duration_ns::HUGEINT * (w.waves * w.sm_count * w.resident_blocks_per_sm - w.blocks))::DECIMAL(38, 6)
+               / (w.waves * w.sm_count * w.resident_blocks_per_sm) AS at_stake
     FROM kernel_waves w
     JOIN kernel_layers k USING (trace_id, kernel_id)
     CROSS JOIN th
     WHERE w.waves >= th.min_waves AND w.tail_wave_utilization < th.max_fill AND w.resident_blocks_per_sm > 0
+),
+ranked AS (  -- the launch the evidence quotes: the most at stake, ties to the first launched
+    SELECT *, row_number() OVER (PARTITION BY trace_id, path, kernel ORDER BY at_stake DESC, kernel_id) = 1 AS shown
+    FROM tails
 )
 SELECT trace_id, 'tail_wave' AS rule, path, any_value(layer) AS layer,
        CASE WHEN count(DISTINCT pass) = 1 THEN any_value(pass) END AS pass,
-       kernel, count(*) AS launches, sum(duration_ns)::BIGINT AS gpu_time_ns, round(sum(at_stake))::BIGINT AS at_stake_ns,
-       'tail_fill' AS measure, arg_max(tail_wave_utilization, at_stake) AS value, any_value(th.max_fill) AS threshold,
+       kernel, count(*) AS launches, sum(duration_ns)::BIGINT AS gpu_time_ns,
+       round(sum(at_stake))::BIGINT AS at_stake_ns,
+       'tail_fill' AS measure, any_value(tail_wave_utilization) FILTER (shown) AS value,
+       any_value(th.max_fill) AS threshold,
        printf('%d blocks, %d slots (%d SMs x %d): %d waves, the last %.1f %% full; %d launch(es), %s µs',
-              arg_max(blocks, at_stake), arg_max(slots, at_stake), arg_max(sm_count, at_stake),
-              arg_max(resident_blocks_per_sm, at_stake), arg_max(waves, at_stake),
-              100.0 * arg_max(tail_wave_utilization, at_stake), count(*), format('{:,.1f}', sum(duration_ns) / 1e3))
-           AS evidence,
+              any_value(blocks) FILTER (shown), any_value(slots) FILTER (shown), any_value(sm_count) FILTER (shown),
+              any_value(resident_blocks_per_sm) FILTER (shown), any_value(waves) FILTER (shown),
+              100.0 * any_value(tail_wave_utilization) FILTER (shown), count(*),
+              format('{:,.1f}', sum(duration_ns) / 1e3)) AS evidence,
        printf('Whole waves: a multiple of %d blocks (batch size or tile), or fewer, larger blocks; '
-              'cudnn.benchmark tries other tiles', arg_max(slots, at_stake)) AS fix,
-       arg_max(blocks, at_stake) AS blocks, arg_max(sm_count, at_stake) AS sm_count,
-       arg_max(resident_blocks_per_sm, at_stake) AS resident_blocks_per_sm, arg_max(slots, at_stake) AS slots,
-       arg_max(waves, at_stake) AS waves, arg_max(waves_per_sm, at_stake) AS waves_per_sm,
-       arg_max(tail_wave_blocks, at_stake) AS tail_wave_blocks, any_value(projected_device) AS projected_device
-FROM tails
+              'cudnn.benchmark tries other tiles', any_value(slots) FILTER (shown)) AS fix,
+       any_value(blocks) FILTER (shown) AS blocks, any_value(sm_count) FILTER (shown) AS sm_count,
+       any_value(resident_blocks_per_sm) FILTER (shown) AS resident_blocks_per_sm,
+       any_value(slots) FILTER (shown) AS slots, any_value(waves) FILTER (shown) AS waves,
+       any_value(waves_per_sm) FILTER (shown) AS waves_per_sm,
+       any_value(tail_wave_blocks) FILTER (shown) AS tail_wave_blocks, any_value(projected_device) AS projected_device
+FROM ranked
 CROSS JOIN th
 GROUP BY trace_id, path, kernel
 ORDER BY at_stake_ns DESC, trace_id, path, kernel

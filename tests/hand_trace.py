@@ -33,6 +33,19 @@ class HandTrace:
             {"text": text, "start_ns": start, "end_ns": end, "pid": PID, "tid": tid, "end_tid": tid, "kind": kind}
         )
 
+    @staticmethod
+    def _gpu_op(corr: int, start: int, duration: int) -> dict:
+        """The columns a kernel and a copy share: device, stream, launch link and GPU interval."""
+        return {
+            "device_id": 0,
+            "stream_id": 7,
+            "correlation_id": corr,
+            "start_ns": start,
+            "end_ns": start + duration,
+            "duration_ns": duration,
+            "pid": PID,
+        }
+
     def _call(self, at: int, call_ns: int, tid: int, name: str) -> int:
         corr = len(self.calls) + 1
         self.calls.append(
@@ -68,12 +81,7 @@ class HandTrace:
         corr = self._call(launch_at, call_ns, tid, "cudaLaunchKernel")
         self.kernels.append(
             {
-                "device_id": 0,
-                "stream_id": 7,
-                "correlation_id": corr,
-                "start_ns": start,
-                "end_ns": start + duration,
-                "duration_ns": duration,
+                **self._gpu_op(corr, start, duration),
                 "name": name,
                 "short_name": name,
                 "grid_x": grid[0],
@@ -86,7 +94,6 @@ class HandTrace:
                 "static_smem_bytes": smem,
                 "dynamic_smem_bytes": 0,
                 "graph_node_id": graph_node_id,
-                "pid": PID,
                 "tid": tid,
             }
         )
@@ -103,19 +110,7 @@ class HandTrace:
         corr = self._call(launch_at, 1_000, TID, "cudaMemcpyAsync")
         dst = "Device" if kind == "Host-to-Device" else "Pageable"
         self.copies.append(
-            {
-                "device_id": 0,
-                "stream_id": 7,
-                "correlation_id": corr,
-                "start_ns": start,
-                "end_ns": start + duration,
-                "duration_ns": duration,
-                "bytes": nbytes,
-                "kind": kind,
-                "src_kind": src,
-                "dst_kind": dst,
-                "pid": PID,
-            }
+            {**self._gpu_op(corr, start, duration), "bytes": nbytes, "kind": kind, "src_kind": src, "dst_kind": dst}
         )
 
     def write(self, out: Path) -> Path:

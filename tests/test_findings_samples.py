@@ -23,6 +23,7 @@ import math
 import sqlite3
 import statistics
 from collections import defaultdict
+from fractions import Fraction
 from pathlib import Path
 
 import polars as pl
@@ -166,7 +167,8 @@ def test_tail_waves_of_resnet18_layer1_from_the_raw_export_and_ncu(resnet: tuple
     path = "step/model/layer1/layer1.0/layer1.0.conv1"
     gemm = [k for k in ks if k["path"] == path and "tilesize128x64x32" in k["name"]]
     assert {(k["blocks"], k["sms"]) for k in gemm} == {(196, 132)}
-    stake = sum(k["ns"] * (2 - 196 / 132) / 2 for k in gemm)
+    # d * (2 - 196 / 132) / 2 per launch, exactly: the slot-time the half-empty second wave leaves idle
+    stake = sum(Fraction(k["ns"] * (2 * 132 - 196), 2 * 132) for k in gemm)
     got = finding(views["findings_tail_wave"], path=path, kernel=gemm[0]["short"])
     assert (got["launches"], got["waves"], got["slots"]) == (len(gemm), 2, 132)
     assert got["at_stake_ns"] == half_up(stake) and got["value"] == pytest.approx(64 / 132)
@@ -254,7 +256,7 @@ def ns(us: float) -> int:
     return round(us * 1000)
 
 
-def half_up(x: float) -> int:
+def half_up(x: float | Fraction) -> int:
     """SQL's round(): halves away from zero (Python's round() takes them to the even neighbour)."""
     return math.floor(x + 0.5)
 
