@@ -629,6 +629,46 @@ MUTANTS: list[Mutant] = [
         "ranks of different jobs are never compared",
         ("tests/test_rank_jobs.py::test_two_jobs_in_one_folder_are_compared_apart",),
     ),
+    Mutant(
+        "timeline_labels_overlap",
+        "pipeline/report/plots.py",
+        "and not any(box.overlaps(b) for b in boxes)",
+        "",
+        "a timeline label that would overlap one already drawn is left out",
+        ("tests/test_report_glance.py::test_timeline_labels_that_do_not_fit_are_left_out",),
+    ),
+    Mutant(
+        "title_not_wrapped",
+        "pipeline/report/plots.py",
+        "while _outside(fig, title) and chars > 30:",
+        "while False:",
+        "a title that runs past the figure's edge is wrapped onto more lines",
+        ("tests/test_report_glance.py::test_no_title_runs_past_the_figure",),
+    ),
+    Mutant(
+        "long_table_not_folded",
+        "pipeline/report/html.py",
+        "    if folded.height:\n",
+        "    if False:\n",
+        "a long table folds the rows past its top ones into a <details>",
+        ("tests/test_report_glance.py::test_long_tables_fold_the_rest_and_short_ones_are_whole",),
+    ),
+    Mutant(
+        "trace_ids_by_name_only",
+        "tracepipe/__init__.py",
+        "return [tid for _, tid in sorted(picked)]",
+        "return sorted(tid for _, tid in picked)",
+        "trace_ids() lists timeline traces first (the README's trace_ids()[0])",
+        ("tests/test_api_questions.py::test_trace_ids_list_timeline_traces_first",),
+    ),
+    Mutant(
+        "piped_tables_at_80_columns",
+        "pipeline/console.py",
+        "    return PIPED_WIDTH\n",
+        "    return None\n",
+        "piped output has no width to fit: tables print whole, not cut at rich's 80 columns",
+        ("tests/test_findings_cli.py::test_run_ends_with_the_top_findings",),
+    ),
 ]
 
 

@@ -36,11 +36,13 @@ DEFAULT_REPORT = Path("report")
 def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[str, str] | None) -> None:
     """Turn the Parquet of `tracepipe analyze` into report.html, PNG figures and a terminal summary.
 
+    The page and the summary open with the findings (what to fix in which layer, most GPU time at stake first:
+    tracepipe findings --help) and the GPU time by pass; long tables show their top rows and fold the rest.
     One section per trace: GPU time per layer, the kernels each layer runs (launch shape, threads,
     occupancy, limiter), MACs, the estimated load per SM (heatmap) and a GPU timeline of one iteration
     (the last top-level NVTX range holding other ranges, e.g. `step`). Sections whose view is not in
     ANALYZED say "not available (view X missing)". The HTML embeds its images and fetches nothing.
-    A folder of several ranks (trace_meta.rank) gets a ranks section: spread and straggler per layer.
+    Each job of several ranks (rank_jobs) gets a ranks section: spread and straggler per layer.
     --diff A B adds a comparison of two runs (see tracepipe diff --help for what A and B may be).
 
     \b
