@@ -640,8 +640,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "title_not_wrapped",
         "pipeline/report/plots.py",
-        "while _outside(fig, title) and chars > 30:",
-        "while False:",
+        "chars = max(20, int(max(len(line) for line in lines) * room / width))",
+        "chars = 10_000",
         "a title that runs past the figure's edge is wrapped onto more lines",
         ("tests/test_report_glance.py::test_no_title_runs_past_the_figure",),
     ),

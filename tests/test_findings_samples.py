@@ -63,6 +63,13 @@ def resnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, pl.DataF
 
 
 @pytest.fixture(scope="module")
+def transformer(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, pl.DataFrame], Path]:
+    tmp = tmp_path_factory.mktemp("transformer")
+    raw = gunzip_to(SAMPLES / "h200_transformer" / "nsys.sqlite.gz", tmp / "nsys.sqlite")
+    return analyzed(tmp, raw), raw
+
+
+@pytest.fixture(scope="module")
 def ddp(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]:
     folder = SAMPLES / "h100_ddp_2rank"
     return analyzed(tmp_path_factory.mktemp("ddp"), folder / "rank0.json.gz", folder / "rank1.json.gz")
@@ -221,9 +228,8 @@ def test_launch_bound_stretches_of_resnet18_from_the_raw_export(resnet: tuple) -
 # --- fp32_no_tensor_cores: the transformer sample's FP32 GEMMs ---------------------------------------------------
 
 
-def test_fp32_gemms_of_the_transformer_from_the_raw_export_and_ncu(tmp_path: Path) -> None:
-    raw = gunzip_to(SAMPLES / "h200_transformer" / "nsys.sqlite.gz", tmp_path / "nsys.sqlite")
-    views = analyzed(tmp_path, raw)
+def test_fp32_gemms_of_the_transformer_from_the_raw_export_and_ncu(transformer: tuple) -> None:
+    views, raw = transformer
     # ncu: the FFMA GEMMs executed no tensor-pipe instruction (they run on the CUDA cores)
     ncu = [r for r in ncu_rows(SAMPLES / "h200_transformer" / "ncu_raw.csv.gz") if "_ffma_" in r["Kernel Name"]]
     assert ncu and {float(r["sm__inst_executed_pipe_tensor.sum"]) for r in ncu} == {0.0}
@@ -338,11 +344,6 @@ def test_straggler_rank_on_the_norm_layer_from_the_raw_traces(ddp: dict) -> None
     assert got["value"] == pytest.approx(per_rank[1] / median)
 
 
-def test_every_rule_fires_on_a_committed_sample(resnet: tuple, ddp: dict, tmp_path: Path) -> None:
-    raw = gunzip_to(SAMPLES / "h200_transformer" / "nsys.sqlite.gz", tmp_path / "nsys.sqlite")
-    rules = (
-        set(resnet[0]["findings"]["rule"])
-        | set(ddp["findings"]["rule"])
-        | set(analyzed(tmp_path, raw)["findings"]["rule"])
-    )
+def test_every_rule_fires_on_a_committed_sample(resnet: tuple, ddp: dict, transformer: tuple) -> None:
+    rules = set(resnet[0]["findings"]["rule"]) | set(ddp["findings"]["rule"]) | set(transformer[0]["findings"]["rule"])
     assert rules == {r.removeprefix("findings_") for r in RULES[1:]}

@@ -109,27 +109,34 @@ def _titles(fig: plt.Figure) -> list:
     return found + ([suptitle] if suptitle is not None and suptitle.get_text() else [])
 
 
-def _outside(fig: plt.Figure, text: object) -> bool:
-    box = text.get_window_extent(fig.canvas.get_renderer())  # type: ignore[attr-defined]
+def _room(fig: plt.Figure, title: object) -> float:
+    """Pixels a title may take: twice the distance from its centre to the nearer edge of the figure (its axes'
+    centre as placed before the layout runs, the figure's for a suptitle), less 10 % for the layout moving it."""
     width = fig.get_figwidth() * fig.dpi
-    return box.x0 < 0 or box.x1 > width
+    if title is getattr(fig, "_suptitle", None):
+        centre = width / 2
+    else:
+        pos = title.axes.get_position()  # type: ignore[attr-defined]
+        centre = (pos.x0 + pos.x1) / 2 * width
+    return 2 * min(centre, width - centre) * 0.9
 
 
 def fit_titles(fig: plt.Figure, dpi: int = DPI) -> None:
-    """Wrap each title that runs past the figure's left or right edge onto more lines, then shrink its font, until
-    it fits: a title is never clipped (a long trace id or a diff's two labels)."""
+    """Wrap each title wider than its room (:func:`_room`) onto more lines, then shrink its font, until it fits: a
+    title is never clipped at the figure's edge (a long trace id, a diff's two labels). Text is measured without
+    drawing the figure (its width does not depend on the layout): the figure is drawn once, when it is saved."""
     fig.set_dpi(dpi)
-    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
     for title in _titles(fig):
-        text = title.get_text()
-        chars = max(len(line) for line in text.splitlines())
-        while _outside(fig, title) and chars > 30:
-            chars = int(chars * 0.85)
-            title.set_text("\n".join(textwrap.fill(line, chars) for line in text.splitlines()))
-            fig.canvas.draw()
-        while _outside(fig, title) and title.get_fontsize() > 6:
+        room = _room(fig, title)
+        width = title.get_window_extent(renderer).width
+        if width <= room:
+            continue
+        lines = title.get_text().splitlines()
+        chars = max(20, int(max(len(line) for line in lines) * room / width))
+        title.set_text("\n".join(textwrap.fill(line, chars) for line in lines))
+        while title.get_window_extent(renderer).width > room and title.get_fontsize() > 6:
             title.set_fontsize(title.get_fontsize() - 1)
-            fig.canvas.draw()
 
 
 def fit_labels(fig: plt.Figure, labels: list[tuple[object, float, float]], dpi: int = DPI) -> list[object]:
