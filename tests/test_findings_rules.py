@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from pipeline.analyze import _body, connect, view_files
-from pipeline.analyze.finding_rules import finding_thresholds_table
 from tests.hand_trace import HandTrace
 
 XMMA_TF32 = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32_stage5_execute_kernel"
@@ -18,8 +16,10 @@ SGEMM_FFMA = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warps
 GEMM_TF32 = "sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4_execute_kernel"
 
 
-def rows(out: Path, view: str, cols: str = "path, kernel, launches, gpu_time_ns, at_stake_ns") -> list[tuple]:
-    return connect(out, views=[view]).sql(f"SELECT {cols} FROM {view} ORDER BY ALL").fetchall()
+def rows(out: Path, rule: str, cols: str = "path, kernel, launches, gpu_time_ns, at_stake_ns") -> list[tuple]:
+    """``cols`` of the findings of ``rule`` (``detail['name']`` reads one of the rule's own numbers)."""
+    con = connect(out, views=["findings"])
+    return con.sql(f"SELECT {cols} FROM findings WHERE rule = $rule ORDER BY ALL", params={"rule": rule}).fetchall()
 
 
 # --- layout_conversion ----------------------------------------------------------------------------------------
@@ -35,7 +35,7 @@ def test_layout_conversions_in_a_conv_layer_fire_with_their_share(tmp_path: Path
     t.kernel(XMMA_TF32, 42_000, 60_000, launch_at=300)
     t.kernel("nhwcToNchwKernel", 103_000, 10_000, launch_at=400)
     t.write(tmp_path)
-    assert rows(tmp_path, "findings_layout_conversion", "path, kernel, launches, at_stake_ns, round(value, 4)") == [
+    assert rows(tmp_path, "layout_conversion", "path, kernel, launches, at_stake_ns, round(value, 4)") == [
         ("conv1", "nchwToNhwcKernel", 2, 20_000, round(100 * 30 / 90, 4)),
         ("conv1", "nhwcToNchwKernel", 1, 10_000, round(100 * 30 / 90, 4)),
     ]
@@ -51,7 +51,7 @@ def test_layout_conversions_without_a_convolution_or_below_the_share_do_not_fire
     t.kernel("nchwToNhwcKernel", 120_000, 4_500, launch_at=2_100)
     t.kernel(XMMA_TF32, 130_000, 100_000, launch_at=2_200)
     t.write(tmp_path)
-    assert rows(tmp_path, "findings_layout_conversion") == []
+    assert rows(tmp_path, "layout_conversion") == []
 
 
 # --- tail_wave --------------------------------------------------------------------------------------------------
@@ -66,7 +66,9 @@ def test_a_last_wave_under_half_full_fires(tmp_path: Path) -> None:
     t = HandTrace()
     t.kernel("elementwise", 10_000, 100_000, launch_at=0, grid=(SLOTS + 100, 1, 1))
     t.write(tmp_path)
-    got = rows(tmp_path, "findings_tail_wave", "kernel, launches, at_stake_ns, round(value, 6), waves, slots")
+    got = rows(
+        tmp_path, "tail_wave", "kernel, launches, at_stake_ns, round(value, 6), detail['waves'], detail['slots']"
+    )
     assert got == [
         ("elementwise", 1, round(100_000 * (2 - (SLOTS + 100) / SLOTS) / 2), round(100 / SLOTS, 6), 2, SLOTS)
     ]
@@ -78,7 +80,7 @@ def test_one_wave_or_a_half_full_last_wave_does_not_fire(tmp_path: Path) -> None
     t.kernel("one_wave", 10_000, 100_000, launch_at=0, grid=(1000, 1, 1))
     t.kernel("half_tail", 120_000, 100_000, launch_at=100, grid=(SLOTS + SLOTS // 2, 1, 1))
     t.write(tmp_path)
-    assert rows(tmp_path, "findings_tail_wave") == []
+    assert rows(tmp_path, "tail_wave") == []
 
 
 # --- low_occupancy ----------------------------------------------------------------------------------------------
@@ -93,8 +95,9 @@ def test_a_long_register_limited_kernel_fires(tmp_path: Path) -> None:
     for i in range(2):
         t.kernel("rownorm_kernel", 10_000 + 200_000 * i, 100_000, launch_at=100 + i, block=(32, 1, 1), regs=255)
     t.write(tmp_path)
-    got = rows(tmp_path, "findings_low_occupancy", "path, kernel, launches, at_stake_ns, value, limiter")
-    assert got == [("norm", "rownorm_kernel", 2, 100_000, 12.5, "registers")]
+    got = rows(tmp_path, "low_occupancy", "path, kernel, launches, at_stake_ns, value, evidence, fix")
+    assert [r[:5] for r in got] == [("norm", "rownorm_kernel", 2, 100_000, 12.5)]
+    assert "limited by registers: 255 registers/thread" in got[0][5] and got[0][6].startswith("Fewer registers")
 
 
 def test_short_library_or_quarter_occupancy_kernels_do_not_fire(tmp_path: Path) -> None:
@@ -105,7 +108,7 @@ def test_short_library_or_quarter_occupancy_kernels_do_not_fire(tmp_path: Path) 
     t.kernel("short_kernel", 120_000, 4_000, launch_at=10, block=(32, 1, 1), regs=255)
     t.kernel("quarter", 130_000, 100_000, launch_at=20, block=(32, 1, 1), regs=128)
     t.write(tmp_path)
-    assert rows(tmp_path, "findings_low_occupancy") == []
+    assert rows(tmp_path, "low_occupancy") == []
 
 
 # --- launch_bound -----------------------------------------------------------------------------------------------
@@ -127,7 +130,7 @@ def test_kernels_shorter_than_their_launches_fire_with_the_idle_between(tmp_path
     t = HandTrace()
     launches(t, 10, 2_000)
     t.write(tmp_path)
-    got = rows(tmp_path, "findings_launch_bound", "path, launches, gpu_time_ns, at_stake_ns, stretches")
+    got = rows(tmp_path, "launch_bound", "path, launches, gpu_time_ns, at_stake_ns, detail['stretches']")
     assert got == [("step/model", 9, 9 * 2_000, 8 * 18_000, 1)]
 
 
@@ -138,14 +141,14 @@ def test_busy_short_or_graph_replayed_stretches_do_not_fire(tmp_path: Path) -> N
         t = HandTrace(f"case{i}")
         launches(t, n, duration, graph=graph)
         t.write(tmp_path)
-    assert rows(tmp_path, "findings_launch_bound") == []
+    assert rows(tmp_path, "launch_bound") == []
 
 
 # --- fp32_no_tensor_cores ---------------------------------------------------------------------------------------
 
 
 def fp32_rows(out: Path) -> list[tuple]:
-    return rows(out, "findings_fp32_no_tensor_cores", "trace_id, path, launches, at_stake_ns, fix")
+    return rows(out, "fp32_no_tensor_cores", "trace_id, path, launches, at_stake_ns, fix")
 
 
 def test_an_fp32_gemm_on_a_tensor_core_gpu_fires_with_the_fix_it_needs(tmp_path: Path) -> None:
@@ -187,7 +190,7 @@ def test_a_pageable_copy_inside_a_step_fires(tmp_path: Path) -> None:
     t.memcpy(2_000, 5_000, launch_at=1_000, nbytes=1_000_000)
     t.kernel("k", 10_000, 1_000, launch_at=3_000)
     t.write(tmp_path)
-    got = rows(tmp_path, "findings_pageable_h2d_copy", "path, kernel, launches, at_stake_ns, bytes, round(value, 3)")
+    got = rows(tmp_path, "pageable_h2d_copy", "path, kernel, launches, at_stake_ns, detail['bytes'], round(value, 3)")
     assert got == [("ProfilerStep#*", "[CUDA memcpy Host-to-Device]", 1, 5_000, 1_000_000, 200.0)]
 
 
@@ -196,42 +199,50 @@ def test_pinned_copies_and_copies_outside_steps_do_not_fire(tmp_path: Path) -> N
     t.range("ProfilerStep#1", 0, 100_000)
     t.memcpy(2_000, 5_000, launch_at=1_000, nbytes=1_000_000, src="Pinned")
     t.memcpy(300_000, 5_000, launch_at=200_000, nbytes=1_000_000)  # after the step
+    t.kernel("k", 10_000, 1_000, launch_at=3_000)  # some GPU work: 5 µs of copies would be worth a look
     t.write(tmp_path)
     t = HandTrace("no_steps")  # no step range at all: nothing is "inside a step"
     t.range("model", 0, 100_000)
     t.memcpy(2_000, 5_000, launch_at=1_000, nbytes=1_000_000)
+    t.kernel("k", 10_000, 1_000, launch_at=3_000)
     t.write(tmp_path)
-    assert rows(tmp_path, "findings_pageable_h2d_copy") == []
+    assert rows(tmp_path, "pageable_h2d_copy") == []
 
 
 # --- slow_backward (on its declared inputs: the pass split comes from layer_summary) --------------------------
 
 
-def run_view(view: str, **tables: list[dict]) -> list[dict]:
-    """``view``'s SQL over hand-made input tables (and the real thresholds table)."""
-    con = duckdb.connect()
-    con.register("finding_thresholds", finding_thresholds_table())
-    for name, data in tables.items():
-        con.register(name, pa.Table.from_pylist(data))
-    rel = con.sql(_body(view_files()[view]))
+def slow_backward(tmp: Path, layer_summary: list[dict], kernel_layers: list[dict]) -> list[dict]:
+    """The slow_backward findings of trace `t` when its layer_summary and kernel_layers are these hand-made rows: the
+    pass split comes from layer_summary, whose backward attribution (autograd links) a hand trace would have to
+    fake; every other input of the view is a real (small) trace's."""
+    t = HandTrace("t")
+    t.kernel("k", 10_000, 1_000, launch_at=100)
+    con = connect(t.write(tmp))
+    for name, data in (("layer_summary", layer_summary), ("kernel_layers", kernel_layers)):
+        con.register(f"_hand_{name}", pa.Table.from_pylist(data))
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _hand_{name}")
+    con.execute(f"CREATE OR REPLACE VIEW findings AS {_body(view_files()['findings'])}")
+    rel = con.sql("SELECT * FROM findings WHERE rule = 'slow_backward' ORDER BY path")
     return [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
 
 
 def summary(path: str, fwd: int, bwd: int) -> dict:
     layer = path.rsplit("/", 1)[-1]
-    return {"trace_id": "t", "path": path, "layer": layer, "forward_gpu_time_ns": fwd, "backward_gpu_time_ns": bwd,
-            "backward_kernels": 2}  # fmt: skip
+    return {"trace_id": "t", "path": path, "layer": layer, "kernels": 4, "gpu_time_ns": fwd + bwd,
+            "forward_gpu_time_ns": fwd, "backward_gpu_time_ns": bwd, "backward_kernels": 2}  # fmt: skip
 
 
 def kl(path: str, name: str, ns: int, pass_: str = "backward") -> dict:
-    return {"trace_id": "t", "path": path, "name": name, "short_name": name, "duration_ns": ns, "pass": pass_}
+    return {"trace_id": "t", "kernel_id": 0, "device_id": 0, "path": path, "layer": path.rsplit("/", 1)[-1],
+            "name": name, "short_name": name, "duration_ns": ns, "pass": pass_}  # fmt: skip
 
 
 def test_a_backward_over_three_times_its_forward_fires(tmp_path: Path) -> None:
     # tok: forward 1 µs, backward 5 µs in two steps (3 + 2): ratio 5 > 3, at stake 5 - 2 * 1 = 3 µs; its top
     # backward kernel is the sort (2.5 + 1 = 3.5 µs over the scatter's 1.5).
-    got = run_view(
-        "findings_slow_backward",
+    got = slow_backward(
+        tmp_path,
         layer_summary=[summary("ProfilerStep#1/tok", 600, 3_000), summary("ProfilerStep#2/tok", 400, 2_000)],
         kernel_layers=[
             kl("ProfilerStep#1/tok", "radix_sort", 2_500),
@@ -246,11 +257,12 @@ def test_a_backward_over_three_times_its_forward_fires(tmp_path: Path) -> None:
     ]
 
 
-def test_a_backward_of_three_times_or_without_forward_does_not_fire() -> None:
-    got = run_view(
-        "findings_slow_backward",
-        layer_summary=[summary("fc", 1_000, 3_000), summary("loss", 0, 5_000)],
-        kernel_layers=[kl("fc", "gemm", 3_000), kl("loss", "nll", 5_000)],
+def test_a_backward_of_three_times_or_without_forward_does_not_fire(tmp_path: Path) -> None:
+    # fc: backward exactly 3x (30 µs at stake would be worth a look if it fired); loss: no forward
+    got = slow_backward(
+        tmp_path,
+        layer_summary=[summary("fc", 10_000, 30_000), summary("loss", 0, 50_000)],
+        kernel_layers=[kl("fc", "gemm", 30_000), kl("loss", "nll", 50_000)],
     )
     assert got == []
 
@@ -267,15 +279,17 @@ def job(out: Path, times: list[int]) -> None:
 
 
 def test_a_rank_a_fifth_above_the_median_fires(tmp_path: Path) -> None:
-    # ranks at 1000, 1000, 1300 ns on `layer`: median 1000, rank 2 at 1.3x, 300 ns at stake
-    job(tmp_path, [1_000, 1_000, 1_300])
-    got = rows(tmp_path, "findings_straggler_rank", "trace_id, path, at_stake_ns, value, slowest_rank, ranks")
-    assert got == [("rank2", "layer", 300, 1.3, 2, 3)]
+    # ranks at 10, 10, 13 µs on `layer`: median 10 µs, rank 2 at 1.3x, 3 µs at stake
+    job(tmp_path, [10_000, 10_000, 13_000])
+    got = rows(
+        tmp_path, "straggler_rank", "trace_id, path, at_stake_ns, value, detail['slowest_rank'], detail['ranks']"
+    )
+    assert got == [("rank2", "layer", 3_000, 1.3, 2.0, 3.0)]
 
 
 def test_a_rank_under_a_fifth_above_the_median_does_not_fire(tmp_path: Path) -> None:
-    job(tmp_path, [1_000, 1_000, 1_150])
-    assert rows(tmp_path, "findings_straggler_rank") == []
+    job(tmp_path, [10_000, 10_000, 11_500])
+    assert rows(tmp_path, "straggler_rank") == []
 
 
 # --- findings: the union, its floors and its order ---------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""The findings' thresholds and kernel classes, in one place, as two data tables the ``sql/findings_*.sql`` views read.
+"""The findings' thresholds and kernel classes, in one place, as two data tables the ``sql/findings.sql`` view reads.
 
 A finding is a rule of thumb an engineer applies to a profile ("the last wave is under half full", "backward
-takes more than three times the forward"); each ``findings_<rule>.sql`` view applies one rule to the analysis
-views and ``findings.sql`` ranks what they found by the GPU time at stake.  The numbers those rules compare
+takes more than three times the forward"); ``sql/findings.sql`` applies each rule (a CTE each) to the analysis
+views and ranks what they found by the GPU time at stake.  The numbers those rules compare
 against live here and nowhere else: ``finding_thresholds`` (one row per number, with its unit and why it is
 what it is) and ``finding_kernel_classes`` (the regular expressions that tell a convolution from a layout
 transform or a tensor-core GEMM by its name).  Change a threshold here and every view, the CLI and the report
@@ -11,7 +11,7 @@ follow; ``tracepipe sql DIR "SELECT * FROM finding_thresholds"`` lists them; ``d
 Why each value (the reasoning, not a measurement; figures measured here cite their results file):
 
 * ``min_at_stake_ns`` / ``min_at_stake_pct``: a finding must be worth a look: at least 1 µs and 0.5 % of its
-  trace's summed kernel time.  Smaller ones are still rows of the per-rule views, not of ``findings``.
+  trace's summed kernel time.
 * ``layout_min_share_pct`` 5: NCHW <-> NHWC transforms under 5 % of a convolution layer's time are the normal
   cost of a one-off input conversion; above it channels_last pays (ResNet-18's conv1: 25.9 %).
 * ``tail_min_waves`` 2, ``tail_max_fill`` 0.5: a one-wave grid has no tail (its blocks all run at once); on a
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-#: rule, name, value, unit, meaning: the numbers every findings_*.sql view compares against.
+#: rule, name, value, unit, meaning: the numbers the rules of sql/findings.sql compare against.
 THRESHOLDS: list[tuple[str, str, float, str, str]] = [
     ("all", "min_at_stake_ns", 1_000, "ns", "a finding in `findings` has at least this much GPU time at stake"),
     ("all", "min_at_stake_pct", 0.5, "%", "... and at least this share of its trace's summed kernel time"),

@@ -379,7 +379,7 @@ def _findings_html(findings: pl.DataFrame | None) -> str:
     )
 
 
-#: a leading numbered step range, folded to `<name>*` where a layer's steps are summed (as sql/findings_*.sql do)
+#: a leading numbered step range, folded to `<name>*` where a layer's steps are summed (as sql/findings.sql does)
 STEP_PREFIX = r"^(ProfilerStep#|step#|step_)[0-9]+(/|$)"
 
 PASS_COLS = [

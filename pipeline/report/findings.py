@@ -1,6 +1,6 @@
 """The findings of a folder (the ``findings`` view of sql/), for the terminal, the report and the Python API.
 
-The rules and their thresholds are SQL and data (``sql/findings_*.sql``, ``pipeline/analyze/finding_rules.py``);
+The rules and their thresholds are SQL and data (``sql/findings.sql``, ``pipeline/analyze/finding_rules.py``);
 this module only reads their result -- ``findings.parquet`` of an analysis folder, or the view computed over a
 normalized folder -- and lays it out: a terminal table that fits one screen, CSV / JSON Lines / Markdown, and the
 report's opening table.  docs/findings.md describes every rule.
