@@ -117,6 +117,9 @@ def test_normalize_summary_shows_full_ids_and_skipped_reports(tmp_path: Path) ->
     trace_id = f"{folder.name}.nsys"
     cells = [line.split("│")[1].strip() for line in r.stdout.splitlines() if line.startswith("│")]
     assert "".join(cells) == trace_id  # folded over lines, never cut
+    # every column is there, the last one too, within the 60 columns (a table cut at the right edge loses it)
+    assert all(len(line) <= 60 for line in r.stdout.splitlines() if line.startswith(("│", "┃", "┏", "└")))
+    assert "".join(line.split("│")[-2].strip() for line in r.stdout.splitlines() if line.startswith("│")) == "written"
     assert re.search(r"skipped .*nsys\.nsys-rep: its \.sqlite export beside it is read instead", r.stdout)
 
 
