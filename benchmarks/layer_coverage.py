@@ -8,9 +8,9 @@ here outside it so that a tree without that view is measured alike.
 
     python benchmarks/layer_coverage.py --tree /tmp/wt-before --tree . sample_traces/h100_llama_stack/eager.json.gz ...
 
-Per trace and tree: GPU time with a layer (% of all), backward time with a layer (% of backward: '-' where no
+Per trace and tree: GPU operations, GPU time with a layer (% of all), backward time with a layer (% of backward: '-' where no
 operation is backward), the optimizer pass's share (% of all), and the layer (no optimizer) with the most GPU
-time, which tells a module from a range that only looks like a layer (a PyTorch function range, an Inductor call).
+time, and how many layers hold work beside the optimizer: they tell a module from a range that only looks like a layer (a PyTorch function range, an Inductor call).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ SHARES = f"""
                / nullif(sum(duration_ns) FILTER (pass = 'backward'), 0) AS backward_layered_pct,
            100.0 * coalesce(sum(duration_ns) FILTER (pass = 'optimizer'), 0) / nullif(sum(duration_ns), 0)
                AS optimizer_pct,
+           count(DISTINCT layer) FILTER (layered AND pass IS DISTINCT FROM 'optimizer') AS layers,
            arg_max(layer, layer_ns) FILTER (layered AND pass IS DISTINCT FROM 'optimizer') AS top_layer
     FROM (SELECT *, sum(duration_ns) OVER (PARTITION BY layer) AS layer_ns FROM ops)
 """
@@ -81,9 +82,9 @@ def main() -> None:
                 if isinstance(got, str):
                     print(f"{label} error: {got}")
                     continue
-                ops, layered, backward, optimizer, top = got
+                ops, layered, backward, optimizer, layers, top = got
                 figures = f"layer {fmt(layered)}  backward {fmt(backward)}  optimizer {fmt(optimizer)}"
-                print(f"{label} {ops:>7,} ops  {figures}  top layer: {str(top)[:34]}")
+                print(f"{label} {ops:>7,} ops  {figures}  {layers:>4} layers, top: {str(top)[:34]}")
 
 
 if __name__ == "__main__":
