@@ -8,9 +8,10 @@ here outside it so that a tree without that view is measured alike.
 
     python benchmarks/layer_coverage.py --tree /tmp/wt-before --tree . sample_traces/h100_llama_stack/eager.json.gz ...
 
-Per trace and tree: GPU operations, GPU time with a layer (% of all), backward time with a layer (% of backward: '-' where no
-operation is backward), the optimizer pass's share (% of all), and the layer (no optimizer) with the most GPU
-time, and how many layers hold work beside the optimizer: they tell a module from a range that only looks like a layer (a PyTorch function range, an Inductor call).
+Per trace and tree: GPU operations, GPU time with a layer (% of all), backward time with a layer (% of
+backward: '-' where no operation is backward), the optimizer pass's share (% of all), how many layers hold work
+beside the optimizer, and the one with the most GPU time: these two tell a module from a range that only looks
+like a layer (a PyTorch function range, an Inductor call).
 """
 
 from __future__ import annotations
