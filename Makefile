@@ -51,8 +51,9 @@ has-chromium:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
 	  || (echo "$(BROWSER_MISSING)" >&2; exit 1)
 
+# -n auto: one pytest worker per core (pytest-xdist), a test file's tests on one worker (their module fixtures once).
 test: .venv/.installed-test has-chromium
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 # Fails when anything in report.html overflows a 1400 px viewport or a figure is drawn shrunk or cut.
 check-report: report has-chromium

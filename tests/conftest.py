@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,12 @@ import pytest
 from pipeline.normalize import normalize_file
 from pipeline.schema import TABLES
 from pipeline.store import committed_files
+
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which every command run from a
+# test would take for the terminal's size: a test of the piped (whole-width) output must not see them.  Tests of
+# a narrow terminal set COLUMNS themselves.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
