@@ -3,6 +3,7 @@
 -- analyze: on request (an intermediate of gpu_op_attribution, which applies it: write it with
 --          `tracepipe analyze --view compiled_launch_modules`)
 -- Inputs:  gpu_op_launches, ops, compiled_kernels
+-- Macros:  outermost_intervals
 -- Output, one row per distinct launch point (trace_id, pid, tid, launch_start_ns) inside a graph call whose graph
 -- the capture recorded:
 --          trace_id, pid, tid, launch_start_ns (ns, CPU clock): the launch point
@@ -31,9 +32,9 @@ WITH calls AS (   -- each call of a compiled graph
     FROM ops WHERE name LIKE '## Call CompiledFxGraph %'
 ),
 names AS (SELECT DISTINCT graph_key, launch_name FROM compiled_kernels),
-named AS (   -- the ops of each call named as one of its graph's statements
+named AS (   -- the ops of each call named as one of its graph's statements (the call is their lane)
     SELECT o.trace_id, o.pid, o.tid, o.op_id, o.start_ns, o.end_ns, o.name AS launch_name, c.op_id AS call_id,
-           c.graph_key
+           c.graph_key, c.op_id AS lane, NULL AS sublane, o.op_id AS tie
     FROM calls c
     JOIN names n ON n.graph_key = c.graph_key
     JOIN ops o
@@ -45,18 +46,13 @@ tuning AS (   -- Inductor's autotuning inside a call: a Triton kernel's first ca
     SELECT o.trace_id, o.pid, o.tid, o.start_ns, o.end_ns
     FROM ops o WHERE o.name LIKE 'CachingAutotuner.%' AND (o.trace_id, o.tid) IN (SELECT trace_id, tid FROM calls)
 ),
-statements AS (   -- named ops in no other named op (cudagraph trees record a call's statements inside their
-                  -- own ops) nor in autotuning, numbered per name in the call
+statements AS (   -- named ops in no other named op, not even one ending at their start (cudagraph trees record
+                  -- a call's statements inside their own ops) nor in autotuning, numbered per name in the call
     SELECT n.trace_id, n.pid, n.tid, n.start_ns, n.end_ns, n.graph_key, n.launch_name,
            row_number() OVER (PARTITION BY n.trace_id, n.call_id, n.launch_name ORDER BY n.start_ns, n.op_id) - 1
                AS occurrence
-    FROM (
-        SELECT *, max(end_ns) OVER (PARTITION BY trace_id, call_id ORDER BY start_ns, end_ns DESC, op_id
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-        FROM named
-    ) n
-    WHERE (n.prev_end IS NULL OR n.prev_end < n.start_ns)
-      AND NOT EXISTS (SELECT 1 FROM tuning t WHERE t.trace_id = n.trace_id AND t.pid IS NOT DISTINCT FROM n.pid
+    FROM outermost_intervals(named, true) n
+    WHERE NOT EXISTS (SELECT 1 FROM tuning t WHERE t.trace_id = n.trace_id AND t.pid IS NOT DISTINCT FROM n.pid
                       AND t.tid = n.tid AND t.start_ns <= n.start_ns AND n.end_ns <= t.end_ns)
 ),
 points AS (   -- launch points on threads that call compiled graphs

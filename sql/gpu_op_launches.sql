@@ -2,7 +2,8 @@
 -- gpu_op_attribution, computed once (launch_point_layers and gpu_op_attribution read it).
 -- analyze: on request (an intermediate of gpu_op_attribution, which has all its columns: write it with
 --          `tracepipe analyze --view gpu_op_launches`)
--- Inputs:  kernels, memcpy, memset, api_calls, graph_nodes
+-- Inputs:  kernels, memcpy, memset (through gpu_ops), api_calls, graph_nodes
+-- Macros:  gpu_ops
 -- Output, one row per GPU operation:
 --          trace_id; op_kind  'kernel' | 'memcpy' | 'memset'; op_row_id: kernel_id / copy_id / set_id;
 --          external_id (the op's PyTorch External id, chrome traces; else NULL)
@@ -15,17 +16,7 @@
 --   traces give them) and NULL launch_call_id / launch_start_ns.
 -- Graph node: a replayed node counts as launched where the node was made (graph_nodes: a stream-captured node
 --   is made inside the launch call that would have run it; an instantiated node points at its original).
-WITH gpu_ops AS (   -- the columns of each GPU operation that place its launch
-    SELECT trace_id, 'kernel' AS op_kind, kernel_id AS op_row_id, pid, tid, correlation_id, graph_node_id, external_id
-    FROM kernels
-    UNION ALL BY NAME
-    SELECT trace_id, 'memcpy' AS op_kind, copy_id AS op_row_id, pid, correlation_id, graph_node_id, external_id
-    FROM memcpy
-    UNION ALL BY NAME
-    SELECT trace_id, 'memset' AS op_kind, set_id AS op_row_id, pid, correlation_id, graph_node_id, external_id
-    FROM memset
-),
-launch AS MATERIALIZED (
+WITH launch AS MATERIALIZED (
     SELECT trace_id, pid, correlation_id,
            arg_min(call_id, start_ns) AS call_id, min(start_ns) AS start_ns, arg_min(tid, start_ns) AS tid
     FROM api_calls
@@ -45,7 +36,7 @@ made AS (   -- graph node -> where its original (stream-captured) node was made
 SELECT k.trace_id, k.op_kind, k.op_row_id, k.external_id, l.call_id AS launch_call_id,
        coalesce(m.created_ns, l.start_ns) AS launch_start_ns, coalesce(m.pid, l.pid, k.pid) AS launch_pid,
        coalesce(m.tid, l.tid, k.tid) AS launch_tid
-FROM gpu_ops k
+FROM gpu_ops() k   -- (its columns that place the launch: a copy or memset has no tid of its own)
 LEFT JOIN launch l
   ON l.trace_id = k.trace_id AND l.correlation_id = k.correlation_id AND l.pid IS NOT DISTINCT FROM k.pid
 LEFT JOIN made m ON m.trace_id = k.trace_id AND m.graph_node_id = k.graph_node_id

@@ -1,5 +1,6 @@
 -- gpu_op_layers: every GPU operation (kernel, memcpy, memset) with the layer range that launched it and its pass.
--- Inputs:  kernels, memcpy, memset, gpu_op_attribution, nvtx_paths
+-- Inputs:  kernels, memcpy, memset (through gpu_ops), gpu_op_attribution, nvtx_paths
+-- Macros:  gpu_ops
 -- Output:  all columns of `kernels` (memcpy/memset rows: the columns they share, name `[CUDA memcpy <kind>]` /
 --          `[CUDA memset]`), plus
 --          op_kind    'kernel' | 'memcpy' | 'memset'; op_row_id: kernel_id / copy_id / set_id
@@ -17,27 +18,21 @@
 WITH attribution AS NOT MATERIALIZED (   -- read once per kind of operation below, never held whole
     SELECT * EXCLUDE (layer, path, depth, range_kind, domain) FROM gpu_op_attribution
 ),
-ops AS (
-    SELECT g.*, 'kernel' AS op_kind, g.kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
-           CAST(NULL AS VARCHAR) AS copy_kind, a.* EXCLUDE (trace_id, op_row_id)
-    FROM kernels g
+ops AS (   -- each kind of operation joined to its own kind's rows
+    SELECT g.*, a.* EXCLUDE (trace_id, op_row_id)
+    FROM gpu_ops(kinds := ['kernel']) g
     LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'kernel') a
-      ON a.trace_id = g.trace_id AND a.op_row_id = g.kernel_id
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.op_row_id
     UNION ALL BY NAME
-    SELECT g.trace_id, 'memcpy' AS op_kind, g.copy_id AS op_row_id, g.device_id, g.context_id, g.stream_id,
-           g.correlation_id, g.external_id, g.start_ns, g.end_ns, g.duration_ns, g.bytes, g.kind AS copy_kind, g.pid,
-           g.graph_node_id, '[CUDA memcpy ' || coalesce(g.kind, 'unknown') || ']' AS name,
-           '[CUDA memcpy ' || coalesce(g.kind, 'unknown') || ']' AS short_name, a.* EXCLUDE (trace_id, op_row_id)
-    FROM memcpy g
+    SELECT g.*, a.* EXCLUDE (trace_id, op_row_id)
+    FROM gpu_ops(kinds := ['memcpy']) g
     LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'memcpy') a
-      ON a.trace_id = g.trace_id AND a.op_row_id = g.copy_id
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.op_row_id
     UNION ALL BY NAME
-    SELECT g.trace_id, 'memset' AS op_kind, g.set_id AS op_row_id, g.device_id, g.context_id, g.stream_id,
-           g.correlation_id, g.external_id, g.start_ns, g.end_ns, g.duration_ns, g.bytes, NULL AS copy_kind, g.pid,
-           g.graph_node_id, '[CUDA memset]' AS name, '[CUDA memset]' AS short_name, a.* EXCLUDE (trace_id, op_row_id)
-    FROM memset g
+    SELECT g.*, a.* EXCLUDE (trace_id, op_row_id)
+    FROM gpu_ops(kinds := ['memset']) g
     LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'memset') a
-      ON a.trace_id = g.trace_id AND a.op_row_id = g.set_id
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.op_row_id
 )
 SELECT o.* EXCLUDE (launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id, pass, bwd_op_id, fwd_op_id,
                     op_id, op_name, fused_modules, module_chain),
