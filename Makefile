@@ -7,7 +7,7 @@ NORM    := $(BUILD)/normalized
 ANALYSIS:= $(BUILD)/analysis
 REPORT  ?= report
 
-.PHONY: install normalize analyze report demo test lint bench mutants clean chromium check-report
+.PHONY: install normalize analyze report demo test lint bench mutants clean chromium has-chromium check-report
 
 # The pipeline itself (normalize/analyze/report/sql) needs no torch.
 .venv/.installed: pyproject.toml
@@ -38,15 +38,24 @@ report: analyze
 demo: report
 
 # The report tests render report.html in headless Chromium (pipeline/report/browser_check.py): no browser, no pass.
+# `make chromium` installs it system-wide with apt-get (root; .ci/run does it on the CI machine); `make test` and
+# `make check-report` only check that it is there and say how to get it, they install nothing outside .venv.
+BROWSER_MISSING := no chromium on PATH: the report tests render report.html in it. Install it with your package \
+  manager (Debian/Ubuntu: apt-get install chromium), or run 'make chromium' (apt-get, as root)
 chromium:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
-	  || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+	  || (echo "make chromium: apt-get install chromium (system-wide)" && apt-get update -qq \
+	      && apt-get install -y -qq chromium >/dev/null)
 
-test: .venv/.installed-test chromium
+has-chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
+	  || (echo "$(BROWSER_MISSING)" >&2; exit 1)
+
+test: .venv/.installed-test has-chromium
 	$(PY) -m pytest
 
 # Fails when anything in report.html overflows a 1400 px viewport or a figure is drawn shrunk or cut.
-check-report: report chromium
+check-report: report has-chromium
 	$(PY) -m pipeline.report.browser_check $(REPORT)/report.html
 
 # Break each rule once on purpose (scripts/mutants.py, docs/testing.md); fails on a surviving mutant.

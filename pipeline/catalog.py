@@ -37,6 +37,8 @@ PY_TABLES: dict[str, str] = {
     "layer_hints": "pipeline.layer_hints:layer_hints_table",
     "aten_op_names": "pipeline.analyze.fused_ops:op_names_table",
     "inductor_kernel_kinds": "pipeline.analyze.fused_ops:kernel_kinds_table",
+    "finding_thresholds": "pipeline.analyze.finding_rules:finding_thresholds_table",
+    "finding_kernel_classes": "pipeline.analyze.finding_rules:finding_kernel_classes_table",
     "device_override": "pipeline.analyze.arch:device_override_table",  # replaced by connect(device=...)
 }
 

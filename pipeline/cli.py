@@ -117,8 +117,9 @@ from pipeline.normalize_cli import normalize  # noqa: E402
 from pipeline.oneshot import run_command  # noqa: E402
 from pipeline.report.cli import report  # noqa: E402
 from pipeline.report.diff_cli import diff  # noqa: E402
+from pipeline.report.findings_cli import findings  # noqa: E402
 
-for command in (normalize, analyze, sql, views, capture, report, diff, export, run_command):
+for command in (normalize, analyze, sql, views, capture, report, diff, findings, export, run_command):
     main.add_command(command)
 
 if __name__ == "__main__":

@@ -2,10 +2,17 @@
 
 ``out`` and ``err`` (rich Consoles on stdout and stderr) are made on first use: importing rich costs ~17 ms
 of a process's start (~0.04 s on the GPU host), which a quiet batch run never needs.
+
+Widths: in a terminal a table uses the terminal's width (``COLUMNS`` honoured, as rich does); piped to a file
+or another program, where no width is there to fit, stdout takes ``COLUMNS`` when it is set and otherwise
+:data:`PIPED_WIDTH`, so that tables print whole at their natural width instead of being cut at rich's default
+of 80 columns (`kerne…`, a normalize table without its right side).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,6 +24,17 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: stdout's width when it is no terminal and COLUMNS is unset: wider than any table, so none is cut
+PIPED_WIDTH = 10_000
+
+
+def width() -> int | None:
+    """The width tables on stdout are laid out in: None (the terminal's, or COLUMNS) for a terminal or when COLUMNS
+    is set; :data:`PIPED_WIDTH` for piped output."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return None
+    return PIPED_WIDTH
+
 
 def __getattr__(name: str) -> Console:
     """``out`` / ``err``, made (and kept as module attributes) when first asked for."""
@@ -24,7 +42,7 @@ def __getattr__(name: str) -> Console:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from rich.console import Console
 
-    console = Console(stderr=name == "err")
+    console = Console(stderr=name == "err", width=width() if name == "out" else None)
     globals()[name] = console
     return console
 

@@ -147,10 +147,11 @@ def _print_normalize_summary(results: list, out: Path, skipped: list[tuple[Path,
     table = Table(title=f"normalized into {out}", title_justify="left")
     for col in ("trace_id", "format", "kernels", "nvtx_ranges", "api_calls", "status"):
         table.add_column(col, justify="right" if col in ("kernels", "nvtx_ranges", "api_calls") else "left")
-    # trace ids are what queries filter on: never shortened with '…', folded onto more lines when too wide
-    table.columns[0].overflow = "fold"
-    longest = max((len(r.trace_id) for r in results), default=8)
-    table.columns[0].min_width = min(longest, console.out.width // 3)
+    # nothing is shortened with '…' (trace ids are what queries filter on) nor cut at the right edge: on a narrow
+    # terminal (COLUMNS) every cell folds onto more lines instead
+    # (no min_width: rich's layout then cuts the last columns instead of folding)
+    for column in table.columns:
+        column.overflow = "fold"
     for r in results:
         rows = r.rows
         table.add_row(

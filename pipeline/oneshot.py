@@ -63,3 +63,7 @@ def run_command(
         with_csv=with_csv,
         device=device,
     )
+    if not quiet:  # what to fix first, from the findings view just written
+        from pipeline.report.findings import print_top
+
+        print_top(out / "analysis")

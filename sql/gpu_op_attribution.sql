@@ -3,7 +3,7 @@
 -- Parquet writer do not spill against each other on big traces (benchmarks/results/gpu_op_attribution.txt).
 -- The rules are in its two inputs, each computed once into a file of its own (gpu_op_launches, read by two
 -- views; launch_point_layers, staged): 10M kernels 53-65 -> 31 CPU-s (gpu_op_attribution_staged.txt).
--- Inputs:  gpu_op_launches, launch_point_layers, nvtx_paths, ops, compiled_launch_modules
+-- Inputs:  gpu_op_launches, launch_point_layers, nvtx_paths, ops
 -- Output, one row per GPU operation:
 --          trace_id; op_kind  'kernel' | 'memcpy' | 'memset'; op_row_id: kernel_id / copy_id / set_id
 --          launch_call_id, launch_start_ns (ns, CPU clock), launch_pid, launch_tid: the API call that launched it;
@@ -15,7 +15,7 @@
 --          bwd_op_id  the autograd backward op (ops.op_id) enclosing the launch; fwd_op_id: the forward op it
 --                     was linked to by sequence number
 --          op_id, op_name: the PyTorch CPU op that launched it (chrome traces: by External id; else NULL)
---          fused_modules: for work of a torch.compile'd region that the capture recorded (compiled_launch_modules),
+--          fused_modules: for work of a torch.compile'd region that the capture recorded (compiled_statements),
 --                     every module the launching statement computes (JSON list of qualified names); else NULL
 --          module_chain: for such work, the modules below the range around the region down to the one it is
 --                     placed on (qualified names, outermost first: the last is `layer`); else NULL
@@ -34,10 +34,10 @@ WITH placed AS (
            kl.launch_tid, d.range_id, p.text, p.path, p.depth, p.kind AS range_kind, p.domain, d.pass,
            d.bwd_op_id, d.fwd_op_id, o.op_id, o.name AS op_name,
            -- the chain's qualified names below the range around a compiled region (NULL: not in one)
-           list_transform(CAST(from_json(cm.module_chain, '["VARCHAR"]') AS VARCHAR[]),
-                          lambda x: CASE WHEN p.text IS NULL OR p.text = cm.root_name THEN x ELSE p.text || '.' || x END)
+           list_transform(CAST(from_json(d.module_chain, '["VARCHAR"]') AS VARCHAR[]),
+                          lambda x: CASE WHEN p.text IS NULL OR p.text = d.compiled_root THEN x ELSE p.text || '.' || x END)
                AS names,
-           cm.modules AS fused_modules
+           d.fused_modules
     FROM gpu_op_launches kl
     LEFT JOIN launch_point_layers d
       ON d.trace_id = kl.trace_id AND d.pid IS NOT DISTINCT FROM kl.launch_pid
@@ -46,9 +46,6 @@ WITH placed AS (
     LEFT JOIN (SELECT trace_id, external_id, min(op_id) AS op_id, arg_min(name, op_id) AS name
                FROM ops WHERE external_id IS NOT NULL GROUP BY ALL) o
       ON o.trace_id = kl.trace_id AND o.external_id = kl.external_id
-    LEFT JOIN compiled_launch_modules cm
-      ON cm.trace_id = kl.trace_id AND cm.pid IS NOT DISTINCT FROM kl.launch_pid
-     AND cm.tid IS NOT DISTINCT FROM kl.launch_tid AND cm.launch_start_ns = kl.launch_start_ns
 )
 SELECT trace_id, op_kind, op_row_id, launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id,
        CASE WHEN len(names) > 0 THEN names[-1] ELSE text END AS layer,

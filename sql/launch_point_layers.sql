@@ -4,7 +4,8 @@
 --          `tracepipe analyze --view launch_point_layers`)
 -- analyze: staged (computed into a file of its own on big inputs although one view reads it, so that its joins and
 --          its reader's do not hold DuckDB's memory at once: docs/benchmarks.md, gpu_op_attribution_staged.txt)
--- Inputs:  _point_ranges, _backward_links, _optimizer_steps, _backward_threads, nvtx_ranges (push/pop ranges)
+-- Inputs:  _point_ranges, _backward_links, _optimizer_steps, _backward_threads, nvtx_ranges (push/pop ranges),
+--          compiled_statements
 -- Output, one row per distinct (trace_id, launch_pid, launch_tid, launch_start_ns) of gpu_op_launches:
 --   trace_id         VARCHAR: the trace
 --   pid              BIGINT: the launching thread's process (gpu_op_launches.launch_pid)
@@ -15,6 +16,10 @@
 --                    backward nor optimizer work)
 --   bwd_op_id        BIGINT: the autograd backward op (ops.op_id) enclosing the launch; NULL outside one
 --   fwd_op_id        BIGINT: the forward op that backward op is linked to by sequence number (ops.op_id)
+--   module_chain     VARCHAR: for a launch inside a statement of a compiled graph that the capture recorded
+--                    (compiled_statements), that statement's module chain (JSON list, outermost first); else NULL
+--   fused_modules    VARCHAR: for such a launch, every module the statement computes (JSON list); else NULL
+--   compiled_root    VARCHAR: for such a launch, the capture's root range text; else NULL
 -- Rules, each in a stage of its own (a private view with its golden test):
 -- (1) Forward / everything else, as nsys's NVTX projection: a range lives on the CPU thread that pushed it, and
 --     an op belongs to the ranges enclosing its *launching* call on that thread (gpu_op_launches: matched by
@@ -36,6 +41,8 @@
 -- (4) Backward threads: a launch on a thread of autograd's engine (_backward_threads) that no rule above gives a
 --     pass is `backward` (in the range open at the launch, if any).
 -- Precedence: optimizer (3), then a backward op (2), then a backward thread (4), then forward (1).
+-- (5) Compiled regions: a launch inside a statement op of a recorded compiled graph (compiled_statements) also
+--     gets that statement's module chain, which gpu_op_attribution appends below the range's path.
 WITH attributed AS MATERIALIZED (   -- rule (1) at every launch point and linked forward op
     SELECT * FROM _point_ranges
 ),
@@ -70,6 +77,13 @@ opt_ctx AS (   -- tracepipe's own `optimizer` range wins: its global step hooks 
      AND o.start_ns <= q.t AND q.t <= o.end_ns
     GROUP BY ALL
 ),
+in_statement AS (   -- rule (5): launch points inside a compiled graph's statement op (none on other threads)
+    SELECT q.trace_id, q.pid, q.tid, q.t, s.module_chain, s.modules AS fused_modules, s.root_name AS compiled_root
+    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM compiled_statements)) q
+    JOIN compiled_statements s
+      ON s.trace_id = q.trace_id AND s.pid IS NOT DISTINCT FROM q.pid AND s.tid = q.tid
+     AND s.start_ns <= q.t AND q.t <= s.end_ns
+),
 decided AS (
     SELECT a.trace_id, a.pid, a.tid, a.t, bd.bwd_op_id, bd.fwd_op_id,
            CASE
@@ -88,5 +102,7 @@ decided AS (
     LEFT JOIN opt_ctx oc USING (trace_id, pid, tid, t)
     LEFT JOIN _backward_threads bt ON bt.trace_id = a.trace_id AND bt.pid IS NOT DISTINCT FROM a.pid AND bt.tid = a.tid
 )
-SELECT trace_id, pid, tid, t AS launch_start_ns, range_id, pass, bwd_op_id, fwd_op_id
-FROM decided
+SELECT d.trace_id, d.pid, d.tid, d.t AS launch_start_ns, d.range_id, d.pass, d.bwd_op_id, d.fwd_op_id,
+       c.module_chain, c.fused_modules, c.compiled_root
+FROM decided d
+LEFT JOIN in_statement c USING (trace_id, pid, tid, t)

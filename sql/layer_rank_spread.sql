@@ -1,11 +1,12 @@
--- layer_rank_spread: per layer path, how unevenly its GPU time is spread across ranks.
--- Inputs:  rank_layer_time
--- Output:  path, layer, depth, ranks (traces that ran the path),
+-- layer_rank_spread: per job and layer path, how unevenly its GPU time is spread across the job's ranks.
+-- Inputs:  rank_layer_time, rank_jobs (which traces are ranks of one job)
+-- Output:  job (rank_jobs.job), path, layer, depth, ranks (traces of the job that ran the path),
 --          min_gpu_time_ns, median_gpu_time_ns, max_gpu_time_ns, mean_gpu_time_ns, stddev_gpu_time_ns (ns, over ranks;
 --          stddev is the population one), max_over_median (max / median; 1.0 = perfectly balanced, NULL if median 0),
 --          max_minus_min_ns (ns), fastest_rank, slowest_rank (trace_meta.rank; NULL when unknown)
--- A path a rank never ran is left out of that path's statistics (see ranks), not counted as 0.
-SELECT path, any_value(layer) AS layer, any_value(depth) AS depth, count(*) AS ranks,
+-- A path a rank never ran is left out of that path's statistics (see ranks), not counted as 0.  Traces of no
+-- job (rank_jobs: unrelated traces that happen to carry rank numbers) are never compared.
+SELECT j.job, path, any_value(layer) AS layer, any_value(depth) AS depth, count(*) AS ranks,
        min(gpu_time_ns) AS min_gpu_time_ns, median(gpu_time_ns) AS median_gpu_time_ns,
        max(gpu_time_ns) AS max_gpu_time_ns, avg(gpu_time_ns) AS mean_gpu_time_ns,
        stddev_pop(gpu_time_ns) AS stddev_gpu_time_ns,
@@ -13,5 +14,6 @@ SELECT path, any_value(layer) AS layer, any_value(depth) AS depth, count(*) AS r
        max(gpu_time_ns) - min(gpu_time_ns) AS max_minus_min_ns,
        arg_min(rank, gpu_time_ns) AS fastest_rank, arg_max(rank, gpu_time_ns) AS slowest_rank
 FROM rank_layer_time
-GROUP BY path
-ORDER BY max_minus_min_ns DESC, path
+JOIN (SELECT trace_id, job FROM rank_jobs) j USING (trace_id)
+GROUP BY j.job, path
+ORDER BY max_minus_min_ns DESC, j.job, path

@@ -1,23 +1,25 @@
--- layer_stragglers: per layer path, the slowest rank and how far it is behind the typical (median) rank.
--- Inputs:  rank_layer_time
--- Output:  path, layer, depth, ranks (traces that ran the path),
+-- layer_stragglers: per job and layer path, the slowest rank and how far it is behind the typical (median) rank.
+-- Inputs:  rank_layer_time, rank_jobs (which traces are ranks of one job: ranks of unrelated runs are never compared)
+-- Output:  job (rank_jobs.job), path, layer, depth, ranks (traces of the job that ran the path),
 --          slowest_trace_id, slowest_rank, slowest_host, slowest_gpu_time_ns (ns),
 --          median_gpu_time_ns (ns, the median over those ranks; the mean of the two middle ones for an even count),
 --          excess_ns (slowest - median, ns: roughly what every other rank waits at the next collective),
 --          slowdown (slowest / median; NULL when the median is 0)
 -- Ties go to the lower rank, then trace id. Sorted by excess_ns, the layers worth looking at first.
 WITH ranked AS (
-    SELECT *,
-           row_number() OVER (PARTITION BY path ORDER BY gpu_time_ns DESC, rank NULLS LAST, trace_id) AS pos,
-           count(*) OVER (PARTITION BY path) AS ranks,
-           median(gpu_time_ns) OVER (PARTITION BY path) AS median_gpu_time_ns
-    FROM rank_layer_time
+    SELECT t.*, j.job,
+           row_number() OVER (PARTITION BY j.job, t.path ORDER BY t.gpu_time_ns DESC, t.rank NULLS LAST, t.trace_id)
+               AS pos,
+           count(*) OVER (PARTITION BY j.job, t.path) AS ranks,
+           median(t.gpu_time_ns) OVER (PARTITION BY j.job, t.path) AS median_gpu_time_ns
+    FROM rank_layer_time t
+    JOIN (SELECT trace_id, job FROM rank_jobs) j USING (trace_id)
 )
-SELECT path, layer, depth, ranks,
+SELECT job, path, layer, depth, ranks,
        trace_id AS slowest_trace_id, rank AS slowest_rank, host AS slowest_host,
        gpu_time_ns AS slowest_gpu_time_ns, median_gpu_time_ns,
        gpu_time_ns - median_gpu_time_ns AS excess_ns,
        gpu_time_ns / nullif(median_gpu_time_ns, 0) AS slowdown
 FROM ranked
 WHERE pos = 1
-ORDER BY excess_ns DESC, path
+ORDER BY excess_ns DESC, job, path

@@ -117,6 +117,9 @@ def test_normalize_summary_shows_full_ids_and_skipped_reports(tmp_path: Path) ->
     trace_id = f"{folder.name}.nsys"
     cells = [line.split("│")[1].strip() for line in r.stdout.splitlines() if line.startswith("│")]
     assert "".join(cells) == trace_id  # folded over lines, never cut
+    # every column is there, the last one too, within the 60 columns (a table cut at the right edge loses it)
+    assert all(len(line) <= 60 for line in r.stdout.splitlines() if line.startswith(("│", "┃", "┏", "└")))
+    assert "".join(line.split("│")[-2].strip() for line in r.stdout.splitlines() if line.startswith("│")) == "written"
     assert re.search(r"skipped .*nsys\.nsys-rep: its \.sqlite export beside it is read instead", r.stdout)
 
 
@@ -130,7 +133,7 @@ def test_analyze_and_sql_help_list_every_view_and_table_from_their_definitions()
     for command, expected in (("analyze", views), ("sql", views | set(table_descriptions()))):
         r = tp(command, "--help", COLUMNS="200")
         assert r.returncode == 0, r.stderr
-        listed = set(re.findall(r"^  ([a-z_]+)\s{2,}\S", r.stdout, flags=re.M))
+        listed = set(re.findall(r"^  ([a-z][a-z0-9_]*)\s{2,}\S", r.stdout, flags=re.M))
         assert listed == expected, command
     r = tp("analyze", "--help", COLUMNS="200")
     first = view_descriptions()["layer_summary"].split()[:6]

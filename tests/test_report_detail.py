@@ -46,7 +46,7 @@ def section(html: str, trace: str) -> str:
 
 
 def cells(*values: str) -> str:
-    return "".join(f'<td class="num">{v}</td>' for v in values)
+    return "".join(f"<td>{v}</td>" for v in values)
 
 
 def close(a: float | None, b: float | None, tol: float = 1e-6) -> bool:
@@ -116,8 +116,8 @@ def test_memory_operations_per_layer_from_the_raw_tables(built: tuple[Path, str]
     got = {(p, o, k): [c, b, t] for p, o, k, c, b, t in rows.iter_rows()}
     assert got == want and len(want) >= 2, (got, want)
     (_, _, kind), (n, nbytes, dur) = max(want.items(), key=lambda kv: kv[1][2])
-    assert f'title="{kind}">{kind}</td><td class="num">{n}</td>' in section(html, TRACE)
-    assert f'<td class="num">{us(dur)}</td><td class="num">{nbytes / dur:.2f}</td>' in section(html, TRACE)
+    assert f'<td class="name">{kind}</td><td>{n}</td>' in section(html, TRACE)
+    assert f"<td>{us(dur)}</td><td>{nbytes / dur:.2f}</td>" in section(html, TRACE)
 
 
 def test_step_idle_and_launch_gaps_re_derived(built: tuple[Path, str], nsys_sqlite: Path) -> None:
@@ -200,7 +200,7 @@ def test_waves_tail_and_measured_occupancy_against_ncu(built: tuple[Path, str], 
     own = section(html, TRACE)
     assert "achieved % (ncu, measured)" in own
     for key, meas in groups.items():
-        assert f'<td class="num">{pct(statistics.fmean(m[0] for m in meas))}</td>' in own, key
+        assert f"<td>{pct(statistics.fmean(m[0] for m in meas))}</td>" in own, key
 
 
 def test_measured_sm_spread_beside_the_model(built: tuple[Path, str]) -> None:
@@ -230,7 +230,7 @@ def test_measured_sm_spread_beside_the_model(built: tuple[Path, str]) -> None:
     # the fc gemm: 2 blocks on 132 SMs; ncu: some SM ran 0, one ran 1; measured cycles max/mean shown
     fc = next(r for r in ncu_rows(SAMPLES / "h200_sm_spread_smallcnn/ncu_raw.csv.gz") if "gemmSN" in r["Kernel Name"])
     ratio = float(fc["sm__cycles_active.max"]) / float(fc["sm__cycles_active.avg"])
-    assert f'<td class="num">{ratio:.2f}</td>' in only and ratio > 10
+    assert f"<td>{ratio:.2f}</td>" in only and ratio > 10
     # the trace's own capture ran ncu without --sm-counters: cycles only, beside the heatmap
     own = section(html, TRACE)
     assert "Measured per-SM spread (ncu)" in own and "h200_smallcnn.ncu_raw" in own

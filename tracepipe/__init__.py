@@ -7,6 +7,14 @@
     >>> tp.table("kernel_occupancy", trace_id="h200_smallcnn.nsys")
     >>> tp.con                                           # the read-only DuckDB connection itself
 
+The common questions each have a method (docs/api.md says what each returns):
+
+    >>> tp.trace_ids()                 # timeline traces (nsys, PyTorch) first, then ncu and layer-shape ones
+    >>> tp.layers("h200_resnet18.nsys")                  # GPU time per layer path, split by pass
+    >>> tp.kernels("step/model/conv1")                   # the kernels one layer runs, with waves and occupancy
+    >>> tp.findings()                                    # what to fix in which layer, most GPU time at stake first
+    >>> tp.steps()                                       # GPU busy, idle and launch gaps per step
+
 Read-only: ``sql`` and ``con`` (its execute, sql, query and cursors) refuse statements that could write, and
 ``con`` runs in DuckDB's sandbox (no file outside the folder can be read or written, settings locked).
 """
@@ -22,7 +30,14 @@ import polars as pl
 from pipeline import __version__
 from pipeline.catalog import descriptions, is_public
 
-__all__ = ["Traces", "__version__", "connect", "describe", "open"]
+__all__ = ["TRACE_KINDS", "Traces", "__version__", "connect", "describe", "open"]
+
+#: trace_ids(kind=...): the source formats of each kind of trace (trace_meta.source_format)
+TRACE_KINDS: dict[str, tuple[str, ...]] = {
+    "timeline": ("nsys-sqlite", "nsys-rep", "chrome-trace"),  # kernels on a timeline: every per-layer view
+    "ncu": ("ncu-csv",),  # Nsight Compute launches: measured counters
+    "shapes": ("layer-shapes",),  # tracepipe capture's module shapes and MACs
+}
 
 
 def connect(folder: str | Path) -> duckdb.DuckDBPyConnection:
@@ -45,6 +60,7 @@ class Traces:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self.con = connect(self.folder)
+        self._findings: pl.DataFrame | None = None
 
     def sql(self, query: str, params: Any = None) -> pl.DataFrame:
         """The result of a query as a polars DataFrame (``params`` fill ``?`` / ``$name`` placeholders).
@@ -83,8 +99,70 @@ class Traces:
         """column_name, column_type of a table or view."""
         return self.con.sql(f"DESCRIBE {_quote(name)}").pl().select("column_name", "column_type")
 
-    def trace_ids(self) -> list[str]:
-        return [r[0] for r in self.con.execute("SELECT trace_id FROM trace_meta ORDER BY 1").fetchall()]
+    def trace_ids(self, kind: str | None = None) -> list[str]:
+        """Trace ids: with ``kind`` None every trace, timeline traces (nsys, PyTorch: kernels on a timeline, what the
+        per-layer views are about) first, then ncu and layer-shape ones, each group by name; ``kind`` one of
+        :data:`TRACE_KINDS` ('timeline', 'ncu', 'shapes') for that kind only."""
+        if kind is not None and kind not in TRACE_KINDS:
+            raise ValueError(f"kind {kind!r}: one of {', '.join(TRACE_KINDS)} (or None for every trace)")
+        rows = self.con.execute("SELECT trace_id, source_format FROM trace_meta").fetchall()
+        order = {fmt: i for i, formats in enumerate(TRACE_KINDS.values()) for fmt in formats}
+        wanted = None if kind is None else set(TRACE_KINDS[kind])
+        picked = [(order.get(fmt, len(order)), tid) for tid, fmt in rows if wanted is None or fmt in wanted]
+        return [tid for _, tid in sorted(picked)]
+
+    def layers(self, trace_id: str | None = None) -> pl.DataFrame:
+        """GPU time per layer path, most first: one row per trace and path (``layer_summary``) with trace_id, path,
+        layer (innermost range; null = outside every range), calls, kernels, gpu_time_ns, share_pct (of the trace's
+        kernel time), forward_gpu_time_ns, backward_gpu_time_ns, optimizer_gpu_time_ns (the same time by pass),
+        memcpy_ns, memset_ns. ``trace_id``: one trace's rows."""
+        return self.sql(
+            "SELECT trace_id, path, layer, calls, kernels, gpu_time_ns, share_pct, forward_gpu_time_ns, "
+            "backward_gpu_time_ns, optimizer_gpu_time_ns, memcpy_ns, memset_ns FROM layer_summary "
+            "WHERE $trace IS NULL OR trace_id = $trace ORDER BY gpu_time_ns DESC, trace_id, path",
+            {"trace": trace_id},
+        )
+
+    def kernels(self, layer: str, trace_id: str | None = None) -> pl.DataFrame:
+        """The kernels one layer runs (``layer_kernel_summary``): ``layer`` is a path (``step/model/conv1``) or an
+        innermost layer name (``conv1``: every path ending in it). One row per trace, path, kernel and launch
+        shape, most GPU time first: trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns,
+        share_pct, mean_ns, med_ns, min_ns, max_ns, stddev_ns, threads, regs, theoretical_occupancy_pct, limiter,
+        waves, tail_fill_pct, ncu_achieved_occupancy_pct (where the capture ran ncu)."""
+        return self.sql(
+            "SELECT trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns, share_pct, mean_ns, "
+            "med_ns, min_ns, max_ns, stddev_ns, threads, regs, theoretical_occupancy_pct, limiter, waves, "
+            "tail_fill_pct, ncu_achieved_occupancy_pct FROM layer_kernel_summary "
+            "WHERE (path = $layer OR layer = $layer) AND ($trace IS NULL OR trace_id = $trace) "
+            "ORDER BY gpu_time_ns DESC, trace_id, path, short_name, grid, block",
+            {"layer": layer, "trace": trace_id},
+        )
+
+    def findings(self, trace_id: str | None = None, rule: str | None = None) -> pl.DataFrame:
+        """What to fix in which layer (the ``findings`` view), most GPU time at stake first: trace_id, priority,
+        rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, share_pct, measure, value, threshold,
+        evidence, fix (docs/findings.md). Computed once per opened folder, every view it reads computed once."""
+        from pipeline.report.findings import compute
+
+        if self._findings is None:
+            self._findings = compute(self.folder)
+        df = self._findings
+        if trace_id is not None:
+            df = df.filter(pl.col("trace_id") == trace_id)
+        if rule is not None:
+            df = df.filter(pl.col("rule") == rule)
+        return df.sort(["at_stake_ns", "trace_id", "rule"], descending=[True, False, False])
+
+    def steps(self, trace_id: str | None = None) -> pl.DataFrame:
+        """GPU busy, idle and launch-gap time per step (``step_gpu_idle``; step 0 = a trace without step ranges):
+        trace_id, step, step_name, device_id, wall_ns, busy_ns, idle_ns, idle_pct, launch_gap_ns, host_wait_ns,
+        kernels, kernel_ns, memop_ns."""
+        return self.sql(
+            "SELECT trace_id, step, step_name, device_id, wall_ns, busy_ns, idle_ns, idle_pct, launch_gap_ns, "
+            "host_wait_ns, kernels, kernel_ns, memop_ns FROM step_gpu_idle "
+            "WHERE $trace IS NULL OR trace_id = $trace ORDER BY trace_id, step, device_id",
+            {"trace": trace_id},
+        )
 
     def close(self) -> None:
         self.con.close()

@@ -46,6 +46,7 @@ STATE_FILE = ".analyze-state.json"
 #: outputs where they read those).
 ACROSS_CAPTURES: dict[str, str] = {
     "ncu_kernel_match": "pairs every ncu trace with every kernels trace of the folder",
+    "rank_jobs": "groups the traces of the folder into jobs by their source paths",
     "layer_rank_spread": "statistics over every rank (trace) of the folder",
     "layer_stragglers": "the slowest rank of each layer against the median of all ranks",
 }

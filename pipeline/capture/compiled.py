@@ -12,7 +12,8 @@ capture compiles, in the capture's own process:
    TORCH_TRACE and tlparse read), kept as text: it launches kernels and extern calls in order, each after the
    comments ``Topologically Sorted Source Nodes: [...]`` and ``[Provenance debug handles] <kernel>:<n>``, and
    normalize reads the launches off it (a better reading then applies to old captures too);
-3. Inductor's provenance of each launch (``config.trace.provenance_tracking_level = 1``, torch >= 2.8): the
+3. Inductor's provenance of each launch (``config.trace.provenance_tracking_level = 1``, torch >= 2.9; its
+   ``provenance_tracking`` in 2.8; before, the comments' source nodes stand in): the
    post-grad nodes each kernel and extern call computes, keyed by that debug handle;
 4. the graph's FX graph cache key (the structured log's ``fx_graph_cache_miss`` record), which is how a trace names
    the graph: PyTorch's profiler and emit_nvtx wrap each call of it in ``## Call CompiledFxGraph <key> ##``.
@@ -125,8 +126,10 @@ class CompiledKernelRecorder:
             self.problems.append(f"not recorded: this torch lacks Inductor's hooks ({e})")
             return
         trace = getattr(inductor_config, "trace", None)
-        if trace is not None and hasattr(trace, "provenance_tracking_level"):
+        if trace is not None and hasattr(trace, "provenance_tracking_level"):  # torch >= 2.9
             trace.provenance_tracking_level = 1
+        elif trace is not None and hasattr(trace, "provenance_tracking"):  # its name in torch 2.8
+            trace.provenance_tracking = True
         else:
             self.problems.append("Inductor has no provenance tracking here: launches are mapped by their comments")
         recorder = self

@@ -24,7 +24,22 @@ from pipeline import console
 from pipeline.outputs import output_folder, refuse_inside_normalized, writing
 from pipeline.report import detail, tables
 from pipeline.report.data import Views, load
-from pipeline.report.html import Col, Page, block, image, integer, known, kpis, na, note, pct, si, table, us
+from pipeline.report.html import (
+    MAX_LAYER_ROWS,
+    Col,
+    Page,
+    block,
+    image,
+    integer,
+    known,
+    kpis,
+    na,
+    note,
+    pct,
+    si,
+    table,
+    us,
+)
 from pipeline.report.html import name as cut_name
 
 TOP_N = 5
@@ -63,11 +78,15 @@ class Report:
     html: Path
     pngs: list[Path]
     traces: list[TraceReport]
+    #: the findings view of the analysis folder, most at stake first (None: the folder has no findings.parquet)
+    findings: pl.DataFrame | None = None
+    analysis: Path | None = None
 
     def to_json(self) -> dict:
         return {
             "html": str(self.html),
             "files": [str(self.html), *map(str, self.pngs)],
+            "findings": [] if self.findings is None else self.findings.to_dicts(),
             "traces": {
                 t.trace_id: {
                     "kernels": t.kernels,
@@ -143,8 +162,11 @@ def _records(df: pl.DataFrame, cols: list[str]) -> list[dict]:
 class _TraceBuilder:
     """Builds one trace's section; each stage adds figures and HTML so the progress bar can follow."""
 
-    def __init__(self, views: Views, trace: str, out: Path, pngs: list[Path]) -> None:
+    def __init__(
+        self, views: Views, trace: str, out: Path, pngs: list[Path], findings: pl.DataFrame | None = None
+    ) -> None:
         self.v, self.trace, self.out, self.pngs = views, trace, out, pngs
+        self.findings = findings
         self.parts: list[str] = []
         self.rep: TraceReport | None = None
 
@@ -180,6 +202,18 @@ class _TraceBuilder:
                 ]
             )
         )
+        self.parts.append(self._findings())
+
+    def _findings(self) -> str:
+        """This trace's findings, most at stake first (the report's opening section ranks every trace's)."""
+        from pipeline.report.findings import html_table
+
+        if self.findings is None:
+            return block("Findings", missing="not available (view findings missing: re-run tracepipe analyze)")
+        mine = self.findings.filter(pl.col("trace_id") == self.trace)
+        if mine.height == 0:
+            return block("Findings", note("No rule found GPU time worth a look in this trace."))
+        return block("Findings", html_table(mine, top=5, max_rows=10, with_trace=False))
 
     def layers(self) -> None:
         from pipeline.report.plots import layer_bars
@@ -198,7 +232,7 @@ class _TraceBuilder:
                 "GPU time per layer",
                 img,
                 passes,
-                table(self.by_path, cols, max_rows=tables.MAX_TABLE_ROWS),
+                table(self.by_path, cols, max_rows=MAX_LAYER_ROWS, what="layer paths"),
                 na(f"MACs and achieved MAC/s: {macs}")
                 if macs
                 else note(
@@ -222,7 +256,7 @@ class _TraceBuilder:
         self.parts.append(
             block(
                 "Kernels per layer",
-                table(kt, KERNEL_COLS, group="path", max_rows=tables.MAX_TABLE_ROWS),
+                table(kt, KERNEL_COLS, group="path", what="kernels"),
                 note("threads/launch = gridDim × blockDim products of kernel_layers (view kernel_geometry missing)")
                 if threads_from_dims
                 else "",
@@ -249,7 +283,7 @@ class _TraceBuilder:
                     "estimate, on one absolute (log) scale for every layer so layers compare; black = no block "
                     "assigned. The left-to-right steps are the model's dispatch order, not measured imbalance."
                 ),
-                table(load_.summary, sm_cols(load_.value_name), max_rows=tables.MAX_TABLE_ROWS),
+                table(load_.summary, sm_cols(load_.value_name), what="layer paths"),
             )
             + detail.sm_spread(self.v, self.trace)
         )
@@ -301,7 +335,8 @@ def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str,
     extra = _extra_sections(analysis, out, diff)
     output_folder(out)
     pngs: list[Path] = []
-    builders = [_TraceBuilder(views, t, out, pngs) for t in views.trace_ids]
+    findings = _read_findings(analysis)
+    builders = [_TraceBuilder(views, t, out, pngs, findings) for t in views.trace_ids]
     stages = [s for b in builders for s in b.stages()]
     for stage in console.progress(stages, len(stages), "report", quiet):
         stage.run()
@@ -311,6 +346,8 @@ def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str,
         f"{len(builders)} trace(s) from <code>{_html.escape(str(analysis))}</code>, generated {when}. "
         "Times are sums of kernel durations on the GPU; layers are the NVTX ranges that launched the kernels.",
     )
+    page.sections.append(("findings", "Findings: what to fix, most GPU time at stake first", _findings_html(findings)))
+    page.sections.append(("passes", "GPU time by pass: forward, backward, optimizer", _passes_html(views)))
     page.sections += [(anchor, heading, body) for anchor, heading, body, _ in extra]
     pngs += [write_atomic(out / name, png) for *_, (name, png) in extra]
     for b in builders:
@@ -318,7 +355,92 @@ def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str,
     if ncu_only := detail.ncu_only_section(views):
         page.sections.append(ncu_only)
     html_path = write_atomic(out / "report.html", page.render().encode())
-    return Report(html_path, pngs, [b.rep for b in builders])
+    return Report(html_path, pngs, [b.rep for b in builders], findings, analysis)
+
+
+def _read_findings(analysis: Path) -> pl.DataFrame | None:
+    path = analysis / "findings.parquet"
+    if not path.is_file():
+        return None
+    from pipeline.report.findings import load as load_findings
+
+    return load_findings(analysis)
+
+
+def _findings_html(findings: pl.DataFrame | None) -> str:
+    from pipeline.report.findings import html_table
+
+    if findings is None:
+        return note("No findings.parquet in the analysis folder (an older analyze): re-run tracepipe analyze.")
+    if findings.height == 0:
+        return note("No rule found GPU time worth a look (thresholds: pipeline/analyze/finding_rules.py).")
+    return html_table(findings, top=12, max_rows=40) + note(
+        "One row per trace, layer path, kernel and rule. At stake: the GPU time the fix could save, each rule's "
+        "estimate (docs/findings.md); % of GPU wall: of the trace's GPU wall time over its steps. A leading "
+        "ProfilerStep#N is folded to ProfilerStep#*: one finding for the layer in every step. Every finding: "
+        "tracepipe findings ANALYSIS --all, or findings.parquet."
+    )
+
+
+#: a leading numbered step range, folded to `<name>*` where a layer's steps are summed (as sql/findings.sql does)
+STEP_PREFIX = r"^(ProfilerStep#|step#|step_)[0-9]+(/|$)"
+
+PASS_COLS = [
+    Col("trace_id", "trace"),
+    Col("path", "layer path"),
+    Col("gpu_time_ns", "GPU time µs", us, True),
+    Col("forward_gpu_time_ns", "forward µs", us, True),
+    Col("backward_gpu_time_ns", "backward µs", us, True),
+    Col("optimizer_gpu_time_ns", "optimizer µs", us, True),
+    Col(
+        "ratio",
+        "backward / forward",
+        lambda x: "" if x is None or x != x or x in (float("inf"), -float("inf")) else f"{x:.2f}",
+        True,
+    ),
+]
+
+
+def _passes_html(views: Views) -> str:
+    """Per training trace: its GPU time by pass, then its top layers split forward / backward / optimizer."""
+    s = views.required["layer_summary"]
+    cols = ["forward_gpu_time_ns", "backward_gpu_time_ns", "optimizer_gpu_time_ns"]
+    if not all(c in s.columns for c in cols):
+        return note("not available (layer_summary has no pass columns: re-run tracepipe analyze)")
+    per_trace = s.group_by("trace_id").agg(pl.col("gpu_time_ns").sum(), *(pl.col(c).sum() for c in cols))
+    training = per_trace.filter((pl.col("backward_gpu_time_ns") > 0) | (pl.col("optimizer_gpu_time_ns") > 0))
+    inference = per_trace.height - training.height
+    if training.height == 0:
+        return note(f"Every trace ran forward work only ({inference} trace(s)): no backward or optimizer kernels.")
+    totals = training.with_columns(pl.lit("(whole trace)").alias("path"))
+    top = (
+        s.filter(pl.col("trace_id").is_in(training["trace_id"].to_list()))
+        # the layer in every step as one row, as the findings fold them: ProfilerStep#7/fc -> ProfilerStep#*/fc
+        .with_columns(pl.col("path").fill_null(tables.OUTSIDE).str.replace(STEP_PREFIX, "${1}*${2}"))
+        .group_by("trace_id", "path")
+        .agg(pl.col("gpu_time_ns").sum(), *(pl.col(c).sum() for c in cols))
+        .sort(["trace_id", "gpu_time_ns", "path"], descending=[False, True, False])
+        .group_by("trace_id", maintain_order=True)
+        .head(5)
+    )
+    rows = (
+        pl.concat(
+            [
+                totals.select("trace_id", "path", "gpu_time_ns", *cols),
+                top.select("trace_id", "path", "gpu_time_ns", *cols),
+            ]
+        )
+        .with_columns((pl.col("backward_gpu_time_ns") / pl.col("forward_gpu_time_ns")).alias("ratio"))
+        .sort("trace_id", maintain_order=True)
+    )
+    return table(
+        rows, PASS_COLS, group="trace_id", top=3 * min(training.height, 4), max_rows=6 * 12, what="rows"
+    ) + note(
+        f"Per training trace: the whole trace, then its 5 layer paths with the most GPU time (a leading ProfilerStep#N "
+        f"folded: the layer in every step), split by pass "
+        f"(backward kernels count for the forward layer of the same autograd sequence number; "
+        f"sql/launch_point_layers.sql). {inference} trace(s) ran forward work only."
+    )
 
 
 def _extra_sections(
@@ -334,7 +456,8 @@ def _extra_sections(
             d = _diff.compare(a, b)
         png = _diff.bar_chart(a, b, d)
         found.append(("diff", "Diff: B against A", _diff.section_html(a, b, d, png), ("layer_diff.png", png)))
-    if (r := ranks.load_ranks(analysis)) is not None:
+    for i, r in enumerate(ranks.load_jobs(analysis)):
         body, png = ranks.section(r)
-        found.append(("ranks", f"Ranks: {r.totals.height} ranks compared", body, ("ranks.png", png)))
+        anchor, png_name = ("ranks", "ranks.png") if i == 0 else (f"ranks-{i + 1}", f"ranks-{i + 1}.png")
+        found.append((anchor, f"Ranks: {r.totals.height} ranks compared (one job)", body, (png_name, png)))
     return found

@@ -36,11 +36,13 @@ DEFAULT_REPORT = Path("report")
 def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[str, str] | None) -> None:
     """Turn the Parquet of `tracepipe analyze` into report.html, PNG figures and a terminal summary.
 
+    The page and the summary open with the findings (what to fix in which layer, most GPU time at stake first:
+    tracepipe findings --help) and the GPU time by pass; long tables show their top rows and fold the rest.
     One section per trace: GPU time per layer, the kernels each layer runs (launch shape, threads,
     occupancy, limiter), MACs, the estimated load per SM (heatmap) and a GPU timeline of one iteration
     (the last top-level NVTX range holding other ranges, e.g. `step`). Sections whose view is not in
     ANALYZED say "not available (view X missing)". The HTML embeds its images and fetches nothing.
-    A folder of several ranks (trace_meta.rank) gets a ranks section: spread and straggler per layer.
+    Each job of several ranks (rank_jobs) gets a ranks section: spread and straggler per layer.
     --diff A B adds a comparison of two runs (see tracepipe diff --help for what A and B may be).
 
     \b
@@ -60,47 +62,63 @@ def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[st
 
 #: the terminal summary never exceeds this many lines, whatever the number of traces (details: report.html)
 MAX_SUMMARY_LINES = 40
-#: lines the summary spends outside the per-trace rows: table title, header, rules, footer notes
-_SUMMARY_OVERHEAD = 8
+#: of which the top findings take at most
+FINDINGS_LINES = 16
 
 
 def _print_summary(rep: Report, con: Console | None = None) -> None:
-    """One row per trace (its top layer and top kernel), cut to fit MAX_SUMMARY_LINES; the rest is in the HTML."""
+    """The top findings, then one row per trace (its top layer and top kernel), all in MAX_SUMMARY_LINES: cells wrap
+    at the console's width (a terminal's, or whole when piped: pipeline.console), never cut; the rest is in the HTML."""
+    import io
+
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    # piped output has no width to fit: 120 columns keep one line per trace without cutting names short
-    if con is None:
-        con = console.out if console.out.is_terminal else Console(width=120)
+    from pipeline.report.findings import terminal_text
 
-    rows = MAX_SUMMARY_LINES - _SUMMARY_OVERHEAD
-    shown = rep.traces if len(rep.traces) <= rows else rep.traces[: rows - 1]
-    tbl = Table(
-        title=f"{len(rep.traces)} trace(s): top layer and top kernel each", title_justify="left", box=box.SIMPLE_HEAD
-    )
-    for col, width in (
-        ("trace", 34),
-        ("kernels", None),
-        ("GPU ms", None),
-        ("top layer (share of GPU time)", 30),
-        ("top kernel (share)", 36),
-    ):
-        right = width is None
-        tbl.add_column(col, justify="right" if right else "left", no_wrap=True, overflow="ellipsis", max_width=width)
-    for t in shown:
-        layer = next((r for r in t.top_layers if r["path"] != "(outside ranges)"), None)
-        kern = t.top_kernels[0] if t.top_kernels else None
-        tbl.add_row(
-            t.trace_id,
-            f"{t.kernels:,}",
-            f"{t.gpu_time_ns / 1e6:,.2f}",
-            f"{layer['share_pct']:4.1f}% {layer['path']}" if layer else "—",
-            f"{kern['share_pct']:4.1f}% {kern['short_name']}" if kern else "—",
+    con = con or console.out
+    budget = MAX_SUMMARY_LINES
+    if rep.findings is not None and rep.findings.height:
+        title = f"Top findings of {rep.findings.height} (every one: tracepipe findings {rep.analysis})"
+        text = terminal_text(rep.findings, con.width, FINDINGS_LINES, title)
+        con.print(text, end="", highlight=False, markup=False, soft_wrap=True)
+        budget -= text.count("\n")
+
+    def table(n: int) -> Table:
+        tbl = Table(
+            title=f"{len(rep.traces)} trace(s): top layer and top kernel each",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
         )
-    if len(shown) < len(rep.traces):
-        tbl.add_row(f"… {len(rep.traces) - len(shown)} more trace(s) in report.html", "", "", "", "")
-    con.print(tbl)
+        for col in ("trace", "kernels", "GPU ms", "top layer (share of GPU time)", "top kernel (share)"):
+            numeric = col in ("kernels", "GPU ms")
+            tbl.add_column(
+                col, justify="right" if numeric else "left", overflow="fold", min_width=len(col) if numeric else None
+            )
+        for t in rep.traces[:n]:
+            layer = next((r for r in t.top_layers if r["path"] != "(outside ranges)"), None)
+            kern = t.top_kernels[0] if t.top_kernels else None
+            tbl.add_row(
+                t.trace_id,
+                f"{t.kernels:,}",
+                f"{t.gpu_time_ns / 1e6:,.2f}",
+                f"{layer['share_pct']:4.1f}% {layer['path']}" if layer else "—",
+                f"{kern['share_pct']:4.1f}% {kern['short_name']}" if kern else "—",
+            )
+        if n < len(rep.traces):
+            tbl.caption, tbl.caption_justify = f"… {len(rep.traces) - n} more trace(s) in report.html", "left"
+        return tbl
+
+    def lines(tbl: Table) -> int:
+        buf = io.StringIO()
+        Console(file=buf, width=con.width, color_system=None).print(tbl)
+        return buf.getvalue().count("\n")
+
+    n = min(len(rep.traces), budget)  # a row takes a line at least
+    while n > 1 and lines(table(n)) > budget - 2:  # 2: the notes below the table
+        n -= 1
+    con.print(table(n))
     missing: dict[str, int] = {}
     for t in rep.traces:
         for section, why in t.sections.items():

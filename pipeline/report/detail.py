@@ -22,7 +22,7 @@ from pipeline.report.data import Views
 from pipeline.report.html import Col, block, integer, kpis, note, pct, si, table, us
 from pipeline.report.html import name as cut_name
 
-MAX_NAME_ROWS = 25  # kernels by name: the top ones by time (the Parquet has all)
+MAX_NAME_ROWS = 10  # kernels by name: the top ones by time (the Parquet has all)
 OUTSIDE = "(outside ranges)"
 
 
@@ -102,14 +102,14 @@ def kernel_stats(v: Views, trace: str) -> str | None:
     )
     return block(
         "Kernels per layer: time",
-        table(df, KERNEL_TIME_COLS, group="path", max_rows=200),
+        table(df, KERNEL_TIME_COLS, group="path", what="kernels"),
         note(
             "Median and stddev per layer, kernel and launch shape; stddev is the sample standard deviation "
             "(n − 1, as nsys), blank for one launch."
         ),
     ) + block(
         "Kernels per layer: how each fills the GPU",
-        table(df, KERNEL_FILL_COLS, group="path", max_rows=200),
+        table(df, KERNEL_FILL_COLS, group="path", what="kernels"),
         note(fill_note),
     )
 
@@ -195,7 +195,7 @@ def steps(v: Views, trace: str) -> str:
     whole = df["step"].max() == 0
     return block(
         head,
-        table(df.sort("step", "device_id"), STEP_COLS, max_rows=50),
+        table(df.sort("step", "device_id"), STEP_COLS, what="steps"),
         note(
             ("No step range (ProfilerStep#N or step) in this trace: one row for the whole trace. " if whole else "")
             + "Wall: from the step range's CPU start to the later of its end and its last GPU operation's end. "
@@ -228,7 +228,7 @@ def memory_ops(v: Views, trace: str) -> str:
     df = df.with_columns(pl.col("path").fill_null(OUTSIDE)).sort(["duration_ns", "path"], descending=[True, False])
     return block(
         head,
-        table(df, MEMOP_COLS, max_rows=100),
+        table(df, MEMOP_COLS, what="rows"),
         note(
             "memcpy per direction and memset, attributed like kernels (the range enclosing the launching call); "
             "GB/s = bytes / GPU time."
@@ -256,7 +256,7 @@ def _spread_tables(df: pl.DataFrame) -> str:
     parts = []
     for ncu_trace in sorted(df["trace_id"].unique().to_list()):
         rows = df.filter(pl.col("trace_id") == ncu_trace).sort("first_launch_id")
-        parts.append(f"<p><b>{_html.escape(ncu_trace)}</b></p>" + table(rows, SPREAD_COLS, max_rows=150))
+        parts.append(f"<p><b>{_html.escape(ncu_trace)}</b></p>" + table(rows, SPREAD_COLS, what="kernels"))
     return "".join(parts)
 
 

@@ -266,7 +266,7 @@ def print_summary(a: Side, b: Side, d: pl.DataFrame, con: object = None) -> None
 
     from pipeline import console
 
-    out: Console = con or (console.out if console.out.is_terminal else Console(width=120))  # type: ignore[assignment]
+    out: Console = con or console.out  # type: ignore[assignment]  # (its width: the terminal's, COLUMNS, or whole)
     t = totals(d)
     for line in headline(a, b, t):
         out.print(line, highlight=False, soft_wrap=True)

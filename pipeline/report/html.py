@@ -17,13 +17,15 @@ h3 { margin: 28px 0 8px; } .meta, .note { color: #666; } .na { color: #a15c00; f
 img { max-width: 100%; border: 1px solid #eee; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 12.5px; }
 th, td { padding: 3px 6px; border-bottom: 1px solid #eee; text-align: left; white-space: nowrap; }
+td { text-align: right; font-variant-numeric: tabular-nums; } /* a number: most cells, so the shortest markup */
 th { background: #f5f5f7; position: sticky; top: 0; white-space: normal; vertical-align: bottom; max-width: 7em; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.name { max-width: 26em; overflow: hidden; text-overflow: ellipsis; } /* the cell's title has the whole text */
+td.name { text-align: left; max-width: 26em; overflow: hidden; text-overflow: ellipsis; } /* title: whole text */
 .scroll { overflow-x: auto; }
 tr.group td { border-top: 2px solid #ccc; } .kpi { display: inline-block; margin-right: 28px; }
 .kpi b { font-size: 18px; display: block; }
 nav { display: flex; flex-wrap: wrap; gap: 4px 14px; }
+details { margin: -8px 0 16px; } summary { cursor: pointer; color: #0b57d0; font-size: 12.5px; }
+table.finding td.name { white-space: normal; overflow-wrap: anywhere; max-width: 30em; min-width: 6em; }
 """
 
 Fmt = Callable[[object], str]
@@ -75,28 +77,69 @@ class Col:
     numeric: bool = False
 
 
-def table(df: pl.DataFrame, cols: Sequence[Col], group: str | None = None, max_rows: int = 200) -> str:
-    """An HTML table of ``df``'s ``cols`` that exist; ``group`` draws a rule where that column changes."""
-    cols = [c for c in cols if c.name in df.columns]
-    head = "".join(f"<th>{html.escape(c.header)}</th>" for c in cols)
+#: characters of a cell's tooltip at most
+TITLE_CHARS = 160
+#: rows a table shows open; the next ones (up to a table's ``max_rows`` in all) fold into a <details> below it
+TOP_ROWS = 5
+#: rows a table holds in the page at most, open and folded (the analysis Parquet has them all) ...
+MAX_ROWS = 10
+#: ... unless it has no more than this many: a short table is listed whole (a dozen layers, a small model's kernels)
+WHOLE_ROWS = 20
+#: ... and the per-layer table, the report's main one: a model of a dozen layers is listed whole
+MAX_LAYER_ROWS = 15
+
+
+def _rows_html(df: pl.DataFrame, cols: Sequence[Col], group: str | None, prev: object = None) -> str:
     rows: list[str] = []
-    prev: object = None
-    for i, r in enumerate(df.head(max_rows).iter_rows(named=True)):
-        cls = ' class="group"' if group and i > 0 and r[group] != prev else ""
+    for i, r in enumerate(df.iter_rows(named=True)):
+        cls = ' class="group"' if group and (i > 0 or prev is not None) and r[group] != prev else ""
         prev = r[group] if group else None
         cells = []
         for c in cols:
             v = r[c.name]
-            kind = "num" if c.numeric else "name"
-            title = f' title="{html.escape(str(v))}"' if kind == "name" and v is not None else ""
-            cells.append(f'<td class="{kind}"{title}>{html.escape(c.fmt(v))}</td>')
+            shown = c.fmt(v)
+            if c.numeric:
+                cells.append(f"<td>{html.escape(shown)}</td>")
+                continue
+            # the whole text in a tooltip where the cell may show less of it (a name cut to 40 characters, or one
+            # long enough for the cell's 26em to cut), itself cut at TITLE_CHARS: a mangled template name runs to
+            # thousands of characters, which the Parquet keeps
+            full = "" if v is None else str(v)
+            if shown != full or len(shown) > 30:
+                tip = full if len(full) <= TITLE_CHARS else full[: TITLE_CHARS - 1] + "…"
+                cells.append(f'<td class="name" title="{html.escape(tip)}">{html.escape(shown)}</td>')
+            else:
+                cells.append(f'<td class="name">{html.escape(shown)}</td>')
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    more = (
-        f'<p class="note">{df.height - max_rows} more rows in the analysis Parquet.</p>' if df.height > max_rows else ""
-    )
-    return (
-        f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>{more}'
-    )
+    return "".join(rows)
+
+
+def table(
+    df: pl.DataFrame,
+    cols: Sequence[Col],
+    group: str | None = None,
+    max_rows: int = MAX_ROWS,
+    top: int = TOP_ROWS,
+    what: str = "rows",
+) -> str:
+    """An HTML table of ``df``'s ``cols`` that exist: its first ``top`` rows open, the rest up to ``max_rows``
+    folded in a <details> (no script: the browser opens it), then a note on how many more the Parquet holds.
+    ``group`` draws a rule where that column changes."""
+    cols = [c for c in cols if c.name in df.columns]
+    head = "<thead><tr>" + "".join(f"<th>{html.escape(c.header)}</th>" for c in cols) + "</tr></thead>"
+    kept = df if df.height <= max(WHOLE_ROWS, max_rows) else df.head(max_rows)
+    open_rows, folded = kept.head(top), kept.slice(top)
+    out = f'<div class="scroll"><table>{head}<tbody>{_rows_html(open_rows, cols, group)}</tbody></table></div>'
+    if folded.height:
+        prev = open_rows[group][-1] if group and open_rows.height else None
+        out += (
+            f"<details><summary>{folded.height} more {what}</summary>"
+            f'<div class="scroll"><table>{head}<tbody>{_rows_html(folded, cols, group, prev)}</tbody></table></div>'
+            "</details>"
+        )
+    if df.height > kept.height:
+        out += f'<p class="note">{df.height - kept.height} more {what} in the analysis Parquet.</p>'
+    return out
 
 
 def image(png: bytes, alt: str) -> str:

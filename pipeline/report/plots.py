@@ -16,11 +16,17 @@ from matplotlib.patches import Patch
 
 from pipeline.report.tables import OUTSIDE, SmLoad, Window
 
-DPI = 110
-#: 11.5 in x 110 dpi = 1265 px: fits the page's 1272 px content box unscaled (the browser check fails a shrunk image)
+DPI = 96
+#: 11.5 in x 96 dpi = 1104 px: fits the page's 1272 px content box unscaled (the browser check fails a shrunk image)
 WIDTH_IN = 11.5
 #: rows drawn in the bar chart and heatmap; the tables below them list the rest
-MAX_ROWS = 25
+MAX_ROWS = 10
+#: colours of the PNGs' palette: the figures are flat colours and anti-aliased text; the palette holds every colour
+#: the figures draw with (LAYER_PALETTE, the greys, black and white) and the most frequent others (an RGB PNG of
+#: the same figure is 3-4x the bytes; the demo report, 70-odd figures embedded, must stay under 2 MB)
+PALETTE_COLOURS = 28
+#: the secondary figures (SM heatmap, timeline) are drawn at this resolution: 966 px wide, 11 px text
+DPI_SECONDARY = 84
 PARENT_GREY = "#c8c8c8"
 OUTSIDE_GREY = "#7f7f7f"
 OTHER_GREY = "#d9d9d9"
@@ -30,11 +36,16 @@ MAX_COLOURED = 19
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 11, "axes.spines.top": False, "axes.spines.right": False})
 
 
+#: the layers' colours, most GPU time first
+LAYER_PALETTE = (
+    [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab10").colors]
+    + [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab20").colors[1::2]]
+)[:MAX_COLOURED]
+
+
 def layer_colours(layers: list[str]) -> dict[str, str]:
     """A stable colour per layer name (ordered by GPU time), shared by every figure of a trace."""
-    palette = [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab10").colors]
-    palette += [matplotlib.colors.to_hex(c) for c in plt.get_cmap("tab20").colors[1::2]]
-    palette = palette[:MAX_COLOURED]
+    palette = LAYER_PALETTE
     out: dict[str, str] = {}
     coloured = 0
     for name in layers:
@@ -50,11 +61,104 @@ def layer_colours(layers: list[str]) -> dict[str, str]:
     return out
 
 
-def _png(fig: plt.Figure) -> bytes:
+def _png(fig: plt.Figure, dpi: int = DPI, gradient: bool = False) -> bytes:
+    """The figure as a palette PNG, its titles first wrapped (then shrunk) until none runs past the figure's edge.
+    ``gradient``: a figure of continuous colour (the heatmap's colormap) takes an adaptive palette instead of the
+    exact colours of :func:`palette_png`, which would map a gradient's rare shades to the text's greys."""
+    from PIL import Image
+
+    fit_titles(fig, dpi)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
+    fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
-    return buf.getvalue()
+    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+    if not gradient:
+        return palette_png(image)
+    out = io.BytesIO()
+    image.quantize(PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
+        out, format="png", optimize=True
+    )
+    return out.getvalue()
+
+
+def palette_png(image: object, n: int = PALETTE_COLOURS) -> bytes:
+    """``image`` (RGB) as a PNG of at most ``n`` exact colours: those the figures draw with that it holds, then its
+    most frequent others; every other pixel (anti-aliased edges) takes its nearest. An adaptive quantizer weighs by
+    pixel count and merged the light-grey range bars into the white background."""
+    from PIL import Image
+
+    counts = image.getcolors(maxcolors=1 << 24)  # type: ignore[attr-defined]
+    present = {rgb for _, rgb in counts}
+    drawn = [*LAYER_PALETTE, PARENT_GREY, OUTSIDE_GREY, OTHER_GREY, "#ffffff", "#000000"]
+    keep = [rgb for rgb in (tuple(int(h[i : i + 2], 16) for i in (1, 3, 5)) for h in drawn) if rgb in present]
+    for _, rgb in sorted(counts, reverse=True):
+        if len(keep) >= n:
+            break
+        if rgb not in keep:
+            keep.append(rgb)
+    palette = Image.new("P", (1, 1))
+    palette.putpalette([v for rgb in keep for v in rgb] + [0] * (768 - 3 * len(keep)))
+    out = io.BytesIO()
+    image.quantize(palette=palette, dither=Image.Dither.NONE).save(out, format="png", optimize=True)  # type: ignore[attr-defined]
+    return out.getvalue()
+
+
+def _titles(fig: plt.Figure) -> list:
+    found = [ax.title for ax in fig.axes if ax.get_title()]
+    suptitle = getattr(fig, "_suptitle", None)
+    return found + ([suptitle] if suptitle is not None and suptitle.get_text() else [])
+
+
+def _room(fig: plt.Figure, title: object) -> float:
+    """Pixels a title may take: twice the distance from its centre to the nearer edge of the figure (its axes'
+    centre as placed before the layout runs, the figure's for a suptitle), less 10 % for the layout moving it."""
+    width = fig.get_figwidth() * fig.dpi
+    if title is getattr(fig, "_suptitle", None):
+        centre = width / 2
+    else:
+        pos = title.axes.get_position()  # type: ignore[attr-defined]
+        centre = (pos.x0 + pos.x1) / 2 * width
+    return 2 * min(centre, width - centre) * 0.9
+
+
+def fit_titles(fig: plt.Figure, dpi: int = DPI) -> None:
+    """Wrap each title wider than its room (:func:`_room`) onto more lines, then shrink its font, until it fits: a
+    title is never clipped at the figure's edge (a long trace id, a diff's two labels). Text is measured without
+    drawing the figure (its width does not depend on the layout): the figure is drawn once, when it is saved."""
+    fig.set_dpi(dpi)
+    renderer = fig.canvas.get_renderer()
+    for title in _titles(fig):
+        room = _room(fig, title)
+        width = title.get_window_extent(renderer).width
+        if width <= room:
+            continue
+        lines = title.get_text().splitlines()
+        chars = max(20, int(max(len(line) for line in lines) * room / width))
+        title.set_text("\n".join(textwrap.fill(line, chars) for line in lines))
+        while title.get_window_extent(renderer).width > room and title.get_fontsize() > 6:
+            title.set_fontsize(title.get_fontsize() - 1)
+
+
+def fit_labels(fig: plt.Figure, labels: list[tuple[object, float, float]], dpi: int = DPI) -> list[object]:
+    """Of ``labels`` (text, left and right edge of the bar it names, in data coordinates), keep those that lie
+    inside their bar and clear of every label kept before; remove the others. Measured on the drawn figure, not
+    guessed from a character count: a label that does not fit is left out, never overlapped. Returns the kept."""
+    fig.set_dpi(dpi)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    kept: list[object] = []
+    boxes = []
+    for text, left, right in labels:
+        ax = text.axes  # type: ignore[attr-defined]
+        box = text.get_window_extent(renderer)  # type: ignore[attr-defined]
+        x0, x1 = (ax.transData.transform((x, 0))[0] for x in (left, right))
+        fits = box.x0 >= x0 + 1 and box.x1 <= x1 - 1 and not any(box.overlaps(b) for b in boxes)
+        if fits:
+            kept.append(text)
+            boxes.append(box)
+        else:
+            text.remove()  # type: ignore[attr-defined]
+    return kept
 
 
 def _us(ns: float) -> str:
@@ -81,7 +185,7 @@ def _hbars(ax: plt.Axes, df: pl.DataFrame, label_col: str, colour_col: str, colo
 
 def layer_bars(by_name: pl.DataFrame, by_path: pl.DataFrame, colours: dict[str, str], trace: str) -> bytes:
     rows = max(min(by_name.height, MAX_ROWS), min(by_path.height, MAX_ROWS))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(WIDTH_IN, max(3.6, 1.3 + 0.32 * rows)), layout="constrained")
+    fig, (a, b) = plt.subplots(1, 2, figsize=(WIDTH_IN, max(3.2, 1.2 + 0.26 * rows)), layout="constrained")
     _hbars(a, by_name, "layer", "layer", colours)
     a.set_title("by layer name (all calls)")
     _hbars(b, by_path, "path", "layer", colours)
@@ -102,19 +206,20 @@ def sm_heatmap(load: SmLoad, trace: str) -> bytes:
     n_sm = values.shape[1]
     used = (values > 0).sum(axis=1)
     labels = [f"{_short(p, 30)}  [{u}/{n_sm} SMs]" for p, u in zip(m["path"].to_list(), used, strict=True)]
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 1.6 + 0.3 * len(labels))), layout="constrained")
+    # 8 in: the 132 SMs need no more, and the figure is one of three a trace embeds
+    fig, ax = plt.subplots(figsize=(8, max(3.6, 1.4 + 0.24 * len(labels))), layout="constrained")
     im = ax.imshow(rel, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
     ax.set_yticks(np.arange(len(labels)), labels)
     step = 12 if n_sm > 48 else max(1, n_sm // 8)
     ax.set_xticks(np.arange(0, n_sm, step))
     ax.set_xlabel("SM id (dispatch order, round-robin model)")
     cb = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.03)
-    cb.set_label(f"{load.value_name} per SM (one scale for all layers; black = idle)")
+    cb.set_label(f"{load.value_name} per SM (log; black: idle)")
     ax.set_title(
         f"{trace}: load per SM and layer ({load.value_name}) — model (round-robin dispatch estimate)",
         fontweight="bold",
     )
-    return _png(fig)
+    return _png(fig, DPI_SECONDARY, gradient=True)
 
 
 def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
@@ -133,9 +238,10 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
     lanes = [f"NVTX depth {d}" for d in depths] + [f"GPU {d} · stream {s}" for d, s in streams]
     n_legend = min(len(set(k["layer"].to_list())), MAX_COLOURED + 1)
     legend_in = 0.5 + 0.22 * -(-n_legend // 5)
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.4, 1.9 + 0.55 * len(lanes)) + legend_in), layout="constrained")
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 1.7 + 0.45 * len(lanes)) + legend_in), layout="constrained")
     lane_of = {("r", d): i for i, d in enumerate(depths)}
     lane_of.update({("k", ds): len(depths) + i for i, ds in enumerate(streams)})
+    labels = []
     for r in w.ranges.iter_rows(named=True):
         x = (max(r["gpu_start_ns"], t0) - t0) / scale
         width = (min(r["gpu_end_ns"], w.end_ns) - t0) / scale - x
@@ -148,10 +254,9 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
             linewidth=0.6,
             alpha=0.85,
         )
-        label = _short(r["layer"], 16)
-        # a label only where it fits (about 6 px per character at 8 pt on the ~1150 px wide axis)
-        if width / span * 1150 > 6 * len(label) + 6:
-            ax.text(x + width / 2, lane, label, ha="center", va="center", fontsize=8)
+        if width / span > 0.01:  # bars under 1 % of the axis cannot hold a word; fit_labels measures the rest
+            text = ax.text(x + width / 2, lane, _short(r["layer"], 16), ha="center", va="center", fontsize=8)
+            labels.append((text, x, x + width))
     for r in k.iter_rows(named=True):
         x = (r["start_ns"] - t0) / scale
         width = max(r["duration_ns"] / scale, span * 0.002)  # a 1 µs kernel still shows as a sliver
@@ -191,4 +296,5 @@ def timeline(w: Window, colours: dict[str, str], trace: str) -> bytes:
             frameon=False,
             title="kernels coloured by layer (top layers by GPU time)",
         )
-    return _png(fig)
+    fit_labels(fig, labels, DPI_SECONDARY)
+    return _png(fig, DPI_SECONDARY)

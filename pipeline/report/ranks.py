@@ -1,6 +1,7 @@
-"""The report's ranks section: when the analysed folder holds several ranks of one job, how each layer's GPU
-time spreads across them and which rank straggles, from the views rank_layer_time, layer_rank_spread and
-layer_stragglers (sql/). Absent when fewer than two ranks are known (trace_meta.rank)."""
+"""The report's ranks sections: for each job of the analysed folder (rank_jobs: traces of one run's ranks, never
+unrelated traces that happen to carry rank numbers), how each layer's GPU time spreads across its ranks and which
+rank straggles, from the views rank_layer_time, layer_rank_spread and layer_stragglers (sql/). Absent when the
+folder holds no job of two or more ranks."""
 
 from __future__ import annotations
 
@@ -19,28 +20,42 @@ TOP_LAYERS = 20
 
 @dataclass
 class Ranks:
-    per_rank: pl.DataFrame  # rank_layer_time rows of the ranked traces
+    job: str  # rank_jobs.job: the key its rank files share
+    per_rank: pl.DataFrame  # rank_layer_time rows of the job's traces
     spread: pl.DataFrame  # layer_rank_spread
     stragglers: pl.DataFrame  # layer_stragglers
     totals: pl.DataFrame  # trace_id, rank, host, gpu_time_ns: one row per rank's trace, by rank
 
 
-def load_ranks(analysis: Path) -> Ranks | None:
-    """The three views when the folder has them and at least two distinct known ranks; otherwise None."""
-    files = {v: analysis / f"{v}.parquet" for v in ("rank_layer_time", "layer_rank_spread", "layer_stragglers")}
+VIEWS = ("rank_jobs", "rank_layer_time", "layer_rank_spread", "layer_stragglers")
+
+
+def load_jobs(analysis: Path) -> list[Ranks]:
+    """One Ranks per job of rank_jobs (in job order), when the folder has the four views; else none."""
+    files = {v: analysis / f"{v}.parquet" for v in VIEWS}
     if not all(f.is_file() for f in files.values()):
-        return None
+        return []
+    jobs = pl.read_parquet(files["rank_jobs"])
+    if jobs.height == 0:
+        return []
     per_rank = pl.read_parquet(files["rank_layer_time"])
-    if per_rank.filter(pl.col("rank").is_not_null())["rank"].n_unique() < 2:
-        return None
-    totals = (
-        per_rank.group_by("trace_id", "rank", "host")
-        .agg(pl.col("gpu_time_ns").sum())
-        .sort("rank", "trace_id", nulls_last=True)
-    )
-    spread = pl.read_parquet(files["layer_rank_spread"]).sort("max_minus_min_ns", "path", descending=[True, False])
-    stragglers = pl.read_parquet(files["layer_stragglers"]).sort("excess_ns", "path", descending=[True, False])
-    return Ranks(per_rank, spread, stragglers, totals)
+    spread = pl.read_parquet(files["layer_rank_spread"])
+    stragglers = pl.read_parquet(files["layer_stragglers"])
+    out = []
+    for job in sorted(jobs["job"].unique().to_list()):
+        traces = jobs.filter(pl.col("job") == job)["trace_id"].to_list()
+        mine = per_rank.filter(pl.col("trace_id").is_in(traces))
+        totals = mine.group_by("trace_id", "rank", "host").agg(pl.col("gpu_time_ns").sum()).sort("rank", "trace_id")
+        out.append(
+            Ranks(
+                job,
+                mine,
+                spread.filter(pl.col("job") == job).sort("max_minus_min_ns", "path", descending=[True, False]),
+                stragglers.filter(pl.col("job") == job).sort("excess_ns", "path", descending=[True, False]),
+                totals,
+            )
+        )
+    return out
 
 
 def _x(v: object) -> str:
@@ -124,7 +139,7 @@ def figure(r: Ranks) -> bytes:
     ax_h.set_xlabel("rank (trace_meta.rank)")
     cb = fig.colorbar(im, ax=ax_h, pad=0.01, fraction=0.03)
     cb.set_label("GPU time / layer median (grey: rank did not run it; ○ straggler)")
-    return _png(fig)
+    return _png(fig, gradient=True)
 
 
 def section(r: Ranks) -> tuple[str, bytes]:
@@ -137,7 +152,8 @@ def section(r: Ranks) -> tuple[str, bytes]:
     slow = t.sort("gpu_time_ns", descending=True).row(0, named=True)
     med = float(times.median())
     lead = (
-        f"{t.height} ranks ({t['host'].n_unique()} host(s)); GPU time per rank: min {times.min() / 1e3:,.1f} µs, "
+        f"Job {r.job}: {t.height} ranks ({t['host'].n_unique()} host(s)); GPU time per rank: "
+        f"min {times.min() / 1e3:,.1f} µs, "
         f"median {med / 1e3:,.1f} µs, max {times.max() / 1e3:,.1f} µs (rank {slow['rank']}, {slow['trace_id']}: "
         f"×{slow['gpu_time_ns'] / med:.3f} the median)." if med else f"{t.height} ranks."
     )  # fmt: skip
@@ -147,13 +163,14 @@ def section(r: Ranks) -> tuple[str, bytes]:
         + image(png, "ranks: GPU time per rank and layer")
         + block(
             f"Spread across ranks per layer (widest {TOP_LAYERS}: layer_rank_spread)",
-            table(label(r.spread), SPREAD_COLS, max_rows=TOP_LAYERS),
+            table(label(r.spread), SPREAD_COLS, max_rows=TOP_LAYERS, top=TOP_LAYERS),
         )
         + block(
             "Straggler rank per layer (most excess first: layer_stragglers)",
-            table(label(r.stragglers), STRAGGLER_COLS, max_rows=TOP_LAYERS),
+            table(label(r.stragglers), STRAGGLER_COLS, max_rows=TOP_LAYERS, top=TOP_LAYERS),
             note(
-                "Every trace of the folder counts as one rank (trace_meta.rank); excess = the slowest rank's GPU "
+                "The ranks of one job only (rank_jobs: rank files named alike but for the rank, same format and GPU); "
+                "excess = the slowest rank's GPU "
                 "time − the median rank's, about what the other ranks wait at the next collective. A path a rank "
                 "never ran is left out of that path's statistics, not counted as 0."
             ),

@@ -1,16 +1,15 @@
--- compiled_launch_modules: per launch point inside Inductor's call of a compiled graph, the modules tracepipe
--- capture recorded for the statement that launched there (compiled_kernels, from compiled_kernels.json).
--- analyze: on request (an intermediate of gpu_op_attribution, which applies it: write it with
---          `tracepipe analyze --view compiled_launch_modules`)
--- Inputs:  gpu_op_launches, ops, compiled_kernels
+-- compiled_statements: each op the profiler recorded for a statement of a compiled graph's call -- a Triton kernel's
+-- launch op, an extern call's aten op -- with the modules tracepipe capture recorded for that statement
+-- (compiled_kernels, from compiled_kernels.json).
+-- analyze: on request (an intermediate of launch_point_layers, which places the launches inside each: write it
+--          with `tracepipe analyze --view compiled_statements`)
+-- Inputs:  ops, compiled_kernels
 -- Macros:  outermost_intervals
--- Output, one row per distinct launch point (trace_id, pid, tid, launch_start_ns) inside a graph call whose graph
--- the capture recorded:
---          trace_id, pid, tid, launch_start_ns (ns, CPU clock): the launch point
+-- Output, one row per statement op of a graph call whose graph the capture recorded:
+--          trace_id, pid, tid, start_ns, end_ns (ns, CPU clock): the op
 --          graph_key  the graph's FX graph cache key (the call's `## Call CompiledFxGraph <key> ##` op)
 --          graph      'forward' | 'backward' | 'inference': which of the region's graphs
---          launch_name, occurrence: the launching statement, and how many ops of that name came before it in
---                     this call of the graph
+--          launch_name, occurrence: the statement, and how many ops of that name came before it in this call
 --          module     the module of the statement's output (compiled_kernels' rule), its qualified name relative
 --                     to the compiled module ('' = the compiled module itself); module_chain: its chain, outermost
 --                     first (JSON list); modules: every innermost module the statement computes (JSON list: a
@@ -18,14 +17,13 @@
 --          root_name  the capture's root range text (the compiled module's own range when it is the model)
 -- Rule: Inductor's generated call() launches its kernels and extern calls in a fixed order, and both the PyTorch
 -- profiler and emit_nvtx record each as an op inside the graph call's op: a Triton kernel's launch op has the
--- kernel's name, an extern call the aten op's (`extern_kernels.mm` -> `aten::mm`).  The op around a launch point
--- named like one of the graph's statements -- the outermost such, outside Inductor's autotuning
--- (`CachingAutotuner.*` ops, where a kernel's first call benchmarks its configs) -- numbered among those of its
--- name in the call, is the statement (graph key, name, occurrence) of compiled_kernels.  Work launched in no
--- statement op (the autotuning benchmarks themselves, a CUDA-graph replay in a PyTorch trace) gets no row; a
--- replayed node in nsys (--cuda-graph-trace=node) counts as launched where it was made, inside its statement op of
--- the recording call (gpu_op_launches), and gets its row.  A launch in no such op (a graph the capture did
--- not record, a CUDA-graph replay) gets no row: it keeps the range around the compiled region.
+-- kernel's name, an extern call the aten op's (`extern_kernels.mm` -> `aten::mm`).  The ops of a call named like
+-- one of the graph's statements -- the outermost such, outside Inductor's autotuning (`CachingAutotuner.*` ops,
+-- where a kernel's first call benchmarks its configs) -- numbered among those of their name in the call, are the
+-- statements (graph key, name, occurrence) of compiled_kernels.  A launch inside one is that statement's work
+-- (launch_point_layers); work in none (the autotuning benchmarks, a CUDA-graph replay in a PyTorch trace, a graph
+-- the capture did not record) keeps the range around the compiled region.  A replayed node in nsys
+-- (--cuda-graph-trace=node) counts as launched where it was made: inside its statement op of the recording call.
 WITH calls AS (   -- each call of a compiled graph
     SELECT trace_id, pid, tid, op_id, start_ns, end_ns,
            regexp_extract(name, '^## Call CompiledFxGraph (\S+) ##$', 1) AS graph_key
@@ -55,23 +53,11 @@ statements AS (   -- named ops in no other named op, not even one ending at thei
     WHERE NOT EXISTS (SELECT 1 FROM tuning t WHERE t.trace_id = n.trace_id AND t.pid IS NOT DISTINCT FROM n.pid
                       AND t.tid = n.tid AND t.start_ns <= n.start_ns AND n.end_ns <= t.end_ns)
 ),
-points AS (   -- launch points on threads that call compiled graphs
-    SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
-    FROM gpu_op_launches
-    WHERE launch_start_ns IS NOT NULL AND (trace_id, launch_tid) IN (SELECT trace_id, tid FROM calls)
-),
-held AS (   -- the innermost statement op around each launch point
-    SELECT p.trace_id, p.pid, p.tid, p.t, arg_max(s.graph_key, s.start_ns) AS graph_key,
-           arg_max(s.launch_name, s.start_ns) AS launch_name, arg_max(s.occurrence, s.start_ns) AS occurrence
-    FROM points p
-    JOIN statements s
-      ON s.trace_id = p.trace_id AND s.pid IS NOT DISTINCT FROM p.pid AND s.tid = p.tid
-     AND s.start_ns <= p.t AND p.t <= s.end_ns
-    GROUP BY ALL
+known AS (   -- one row per statement of the recorded graphs (a graph recorded twice: the first capture)
+    SELECT * FROM compiled_kernels
+    QUALIFY row_number() OVER (PARTITION BY graph_key, launch_name, occurrence ORDER BY capture_id) = 1
 )
-SELECT h.trace_id, h.pid, h.tid, h.t AS launch_start_ns, h.graph_key, k.graph, h.launch_name, h.occurrence,
+SELECT s.trace_id, s.pid, s.tid, s.start_ns, s.end_ns, s.graph_key, k.graph, s.launch_name, s.occurrence,
        k.module, k.module_chain, k.modules, k.root_name
-FROM held h
-JOIN (SELECT * FROM compiled_kernels QUALIFY row_number() OVER (PARTITION BY graph_key, launch_name, occurrence
-                                                               ORDER BY capture_id) = 1) k
-  ON k.graph_key = h.graph_key AND k.launch_name = h.launch_name AND k.occurrence = h.occurrence
+FROM statements s
+JOIN known k ON k.graph_key = s.graph_key AND k.launch_name = s.launch_name AND k.occurrence = s.occurrence

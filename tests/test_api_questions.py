@@ -1,0 +1,100 @@
+"""The Python API's question methods (docs/api.md) on the small-CNN sample, each answer checked against the raw
+nsys export with sqlite3 and the nested-loop reference of tests/reference.py."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import tracepipe
+from pipeline.normalize import normalize_file
+from tests.conftest import SMALLCNN
+from tests.reference import nsys_path_stats
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small CNN's nsys export and its ncu raw page: `h200_smallcnn.ncu_raw` sorts before `...nsys`."""
+    out = tmp_path_factory.mktemp("api")
+    normalize_file(SMALLCNN / "nsys.sqlite.gz", out)
+    normalize_file(SMALLCNN / "ncu_raw.csv", out)
+    return out
+
+
+def kernels_in(raw: Path, text: str) -> list[tuple[str, int]]:
+    """(short name, duration) of the kernels launched inside the NVTX ranges named ``text`` (runtime call start
+    within the range, on its thread)."""
+    return (
+        sqlite3.connect(raw)
+        .execute(
+            """SELECT s.value, k."end" - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+           JOIN StringIds s ON s.id = k.shortName
+           JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)
+           JOIN NVTX_EVENTS n ON n.eventType = 59 AND n.globalTid = r.globalTid
+           LEFT JOIN StringIds t ON t.id = n.textId
+           WHERE coalesce(n.text, t.value) = ? AND r.start BETWEEN n.start AND n."end\"""",
+            [text],
+        )
+        .fetchall()
+    )
+
+
+def test_trace_ids_list_timeline_traces_first(folder: Path) -> None:
+    with tracepipe.open(folder) as tp:
+        assert tp.trace_ids() == ["h200_smallcnn.nsys", "h200_smallcnn.ncu_raw"]  # not name order
+        assert tp.trace_ids("timeline") == ["h200_smallcnn.nsys"]
+        assert tp.trace_ids("ncu") == ["h200_smallcnn.ncu_raw"] and tp.trace_ids("shapes") == []
+        with pytest.raises(ValueError, match="timeline"):
+            tp.trace_ids("bogus")
+
+
+def test_layers_are_the_reference_per_path_times(folder: Path, nsys_sqlite: Path) -> None:
+    ref = nsys_path_stats(nsys_sqlite)
+    with tracepipe.open(folder) as tp:
+        got = tp.layers(tp.trace_ids()[0])
+    assert {r["path"]: (r["kernels"], r["gpu_time_ns"]) for r in got.iter_rows(named=True)} == ref
+    assert got["gpu_time_ns"].is_sorted(descending=True)
+    assert (got["forward_gpu_time_ns"] == got["gpu_time_ns"]).filter(got["path"].is_not_null()).all()  # inference
+
+
+def test_kernels_of_a_layer_by_name_or_path(folder: Path, nsys_sqlite: Path) -> None:
+    raw = defaultdict(lambda: [0, 0])
+    for name, ns in kernels_in(nsys_sqlite, "conv2"):
+        raw[name][0] += 1
+        raw[name][1] += ns
+    with tracepipe.open(folder) as tp:
+        by_name = tp.kernels("conv2")  # every path ending in conv2: conv2 and step/conv2
+        by_path = tp.kernels("step/conv2")
+    per_kernel = defaultdict(lambda: [0, 0])
+    for r in by_name.iter_rows(named=True):
+        per_kernel[r["short_name"]][0] += r["launches"]
+        per_kernel[r["short_name"]][1] += r["gpu_time_ns"]
+    assert dict(per_kernel) == dict(raw)
+    assert set(by_name["path"]) == {"conv2", "step/conv2"} and set(by_path["path"]) == {"step/conv2"}
+    assert by_name["gpu_time_ns"].is_sorted(descending=True)
+
+
+def test_steps_hold_the_step_ranges_kernels(folder: Path, nsys_sqlite: Path) -> None:
+    in_step = kernels_in(nsys_sqlite, "step")
+    with tracepipe.open(folder) as tp:
+        steps = tp.steps("h200_smallcnn.nsys")
+    assert steps["step"].to_list() == [1] and steps["kernels"].item() == len(in_step)
+    row = steps.row(0, named=True)
+    assert row["busy_ns"] + row["idle_ns"] == row["wall_ns"] and row["kernel_ns"] >= sum(ns for _, ns in in_step)
+
+
+def test_findings_name_the_fp32_convolution_of_conv2(folder: Path, nsys_sqlite: Path) -> None:
+    ffma = [ns for name, ns in kernels_in(nsys_sqlite, "conv2") if "ffma" in name]
+    step_ffma = [ns for name, ns in kernels_in(nsys_sqlite, "step") if "ffma" in name]  # step/conv2's
+    with tracepipe.open(folder) as tp:
+        got = tp.findings("h200_smallcnn.nsys", rule="fp32_no_tensor_cores")
+        assert tp.findings(rule="nope").height == 0
+    rows = {r["path"]: r for r in got.iter_rows(named=True)}
+    top_level = sum(ffma) - sum(step_ffma)  # conv2 ranges outside the step (the warm-up forward)
+    # half of it at stake (tensor_core_speedup 2), rounded as SQL does: halves away from zero
+    assert rows["conv2"]["at_stake_ns"] == (top_level + 1) // 2
+    assert rows["step/conv2"]["at_stake_ns"] == (sum(step_ffma) + 1) // 2
+    assert got["at_stake_ns"].is_sorted(descending=True)
