@@ -14,9 +14,9 @@
 -- Push/pop ranges nest, and normalize computed each one's parent once, per thread and domain
 -- (pipeline/normalize/nesting.py, the one nesting engine): the innermost range at an instant is (a) the latest range
 -- started at or before it (the deepest of equal starts) while it is open, its end instant included, (b) else its
--- first ancestor still open.  The timeline is walked once per range start, never per instant asked for: from each
--- start instant to the next, the instants where the innermost open range changes, found by stepping up parent
--- links (a closed ancestor is stepped over; a range of unknown end is never open).
+-- first ancestor still open.  The timeline is walked once per range start, never per instant asked for
+-- (docs/benchmarks.md): from each start instant to the next, the instants where the innermost open range changes,
+-- found by stepping up parent links (a closed ancestor is stepped over; a range of unknown end is never open).
 WITH RECURSIVE pp_all AS (
     SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth, parent_id, coalesce(domain, '') AS dkey
     FROM nvtx_ranges WHERE kind = 'push_pop'

@@ -6,15 +6,21 @@
 -- Inputs:  ops, compiled_kernels
 -- Macros:  outermost_intervals
 -- Output, one row per statement op of a graph call whose graph the capture recorded:
---          trace_id, pid, tid, start_ns, end_ns (ns, CPU clock): the op
---          graph_key  the graph's FX graph cache key (the call's `## Call CompiledFxGraph <key> ##` op)
---          graph      'forward' | 'backward' | 'inference': which of the region's graphs
---          launch_name, occurrence: the statement, and how many ops of that name came before it in this call
---          module     the module of the statement's output (compiled_kernels' rule), its qualified name relative
---                     to the compiled module ('' = the compiled module itself); module_chain: its chain, outermost
---                     first (JSON list); modules: every innermost module the statement computes (JSON list: a
---                     fused kernel serving several modules lists each)
---          root_name  the capture's root range text (the compiled module's own range when it is the model)
+--   trace_id     VARCHAR: the trace
+--   pid          BIGINT: the op's process
+--   tid          BIGINT: the op's CPU thread
+--   start_ns     BIGINT ns, CPU clock: the op's start
+--   end_ns       BIGINT ns, CPU clock: its end
+--   graph_key    VARCHAR: the graph's FX graph cache key (the call's `## Call CompiledFxGraph <key> ##` op)
+--   graph        VARCHAR: 'forward' | 'backward' | 'inference': which of the region's graphs
+--   launch_name  VARCHAR: the statement's name (a Triton kernel's launch op, an extern call's aten op)
+--   occurrence   BIGINT: how many ops of that name came before it in this call of the graph
+--   module       VARCHAR: the module of the statement's output (compiled_kernels' rule), its qualified name relative to
+--                  the compiled module ('' = the compiled module itself)
+--   module_chain VARCHAR: that module's chain, outermost first (JSON list)
+--   modules      VARCHAR: every innermost module the statement computes (JSON list: a fused kernel serving several
+--                  modules lists each)
+--   root_name    VARCHAR: the capture's root range text (the compiled module's own range when it is the model)
 -- Rule: Inductor's generated call() launches its kernels and extern calls in a fixed order, and both the PyTorch
 -- profiler and emit_nvtx record each as an op inside the graph call's op: a Triton kernel's launch op has the
 -- kernel's name, an extern call the aten op's (`extern_kernels.mm` -> `aten::mm`).  The ops of a call named like

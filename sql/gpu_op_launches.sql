@@ -5,11 +5,16 @@
 -- Inputs:  kernels, memcpy, memset (through gpu_ops), api_calls, graph_nodes
 -- Macros:  gpu_ops
 -- Output, one row per GPU operation:
---          trace_id; op_kind  'kernel' | 'memcpy' | 'memset'; op_row_id: kernel_id / copy_id / set_id;
---          external_id (the op's PyTorch External id, chrome traces; else NULL)
---          launch_call_id, launch_start_ns (ns, CPU clock), launch_pid, launch_tid: the API call that launched it;
---                     for a replayed CUDA graph node whose making the trace recorded (graph_nodes), the call that
---                     made the node during stream capture instead (launch_call_id stays the graph launch)
+--   trace_id        VARCHAR: the trace
+--   op_kind         VARCHAR: 'kernel' | 'memcpy' | 'memset'
+--   op_row_id       BIGINT: kernel_id / copy_id / set_id
+--   external_id     BIGINT: the operation's PyTorch External id (chrome traces); else NULL
+--   launch_call_id  BIGINT: the API call that launched it (api_calls.call_id); for a replayed CUDA graph node the graph
+--                     launch
+--   launch_start_ns BIGINT ns, CPU clock: where it counts as launched: the launching call's start, or for a replayed
+--                     CUDA graph node whose making the trace recorded, the instant the node was made
+--   launch_pid      BIGINT: the process of that launch point
+--   launch_tid      BIGINT: the CPU thread of that launch point
 -- Rules.
 -- Launch: the API call of the operation's process with its correlation id; of several such calls (a runtime
 --   call and the driver call under it) the earliest.  An operation without one keeps its own pid/tid (chrome

@@ -2,7 +2,8 @@
 
 * ``-- Inputs:`` orders view creation, so it must list exactly what the view reads: the body's FROM/JOIN names
   (CTE names excepted) and the tables read through the macros it calls, taken from DuckDB's own parse tree;
-* ``-- Macros:`` names exactly the macros of ``sql/macros/`` the body calls.
+* ``-- Macros:`` names exactly the macros of ``sql/macros/`` the body calls;
+* ``-- Output`` declares every column the view returns, in order, with its type (DESCRIBE of the view).
 
 The macros' own ``-- Inputs:`` (the tables a macro reads by name) are checked the same way."""
 
@@ -16,7 +17,20 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.analyze import _body, macro_files, view_files, view_inputs, view_macros, view_order
+from pipeline.analyze import (
+    _body,
+    connect,
+    macro_files,
+    view_columns,
+    view_files,
+    view_inputs,
+    view_macros,
+    view_order,
+)
+from pipeline.catalog import SQL_DIR
+from tests.golden import write
+
+COMPARE = {p.stem: p for p in sorted((SQL_DIR / "compare").glob("*.sql"))}
 
 
 @dataclass
@@ -130,3 +144,72 @@ def test_every_view_comes_after_its_inputs() -> None:
         for dep in view_inputs(files[name]):
             if dep in files:
                 assert order.index(dep) < order.index(name), (dep, name)
+
+
+# ------------------------------------------------------------------------------ output columns against DESCRIBE
+
+
+@pytest.fixture(scope="module")
+def described(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, str]]]:
+    """(column, type) of every view and compare view, as DESCRIBE gives them over a trace of no rows."""
+    folder = write(tmp_path_factory.mktemp("empty"), "empty.nsys")
+    con = connect(folder)
+    out = {name: con.execute(f"DESCRIBE {name}").fetchall() for name in view_files()}
+    con.execute(f"CREATE TEMP TABLE diff_side AS {_body(COMPARE['layer_diff_side'])}")
+    con.execute("CREATE TEMP TABLE diff_a AS SELECT * FROM diff_side")
+    con.execute("CREATE TEMP TABLE diff_b AS SELECT * FROM diff_side")
+    for name, path in COMPARE.items():
+        out[f"compare/{name}"] = con.execute(f"DESCRIBE {_body(path).replace('?', '2')}").fetchall()
+    return {name: [(c[0], c[1]) for c in cols] for name, cols in out.items()}
+
+
+def _declared(path: Path) -> list[tuple[str, str]]:
+    return [(c.name, c.type) for c in view_columns(path)]
+
+
+def _differences(declared: list[tuple[str, str]], actual: list[tuple[str, str]]) -> list[str]:
+    """What is wrong with a declaration, in words: missing, extra, mistyped columns, or another order."""
+    have, want = dict(declared), dict(actual)
+    out = [f"missing: {c} {t}" for c, t in actual if c not in have]
+    out += [f"extra (the view has no such column): {c}" for c in have if c not in want]
+    out += [f"{c} declared {have[c]}, the view gives {t}" for c, t in actual if c in have and have[c] != t]
+    if not out and declared != actual:
+        out.append(f"order: the view gives {[c for c, _ in actual]}")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(view_files()))
+def test_output_declares_every_column_with_its_type(name: str, described: dict) -> None:
+    assert _differences(_declared(view_files()[name]), described[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(COMPARE))
+def test_compare_output_declares_every_column_with_its_type(name: str, described: dict) -> None:
+    assert _differences(_declared(COMPARE[name]), described[f"compare/{name}"]) == []
+
+
+def test_a_wrong_declaration_is_named(tmp_path: Path) -> None:
+    view = tmp_path / "v.sql"
+    view.write_text(
+        "-- v: a view.\n-- Inputs:  t\n-- Output, one row per x:\n"
+        "--   a          BIGINT ns: the first\n"
+        "--              and more of its meaning\n"
+        "--   b          VARCHAR: the second\n"
+        "--   c          DOUBLE %: not in the view\n"
+        "-- Rule: none.\nSELECT 1\n"
+    )
+    columns = view_columns(view)
+    assert [(c.name, c.type, c.unit) for c in columns] == [
+        ("a", "BIGINT", "ns"),
+        ("b", "VARCHAR", ""),
+        ("c", "DOUBLE", "%"),
+    ]
+    assert columns[0].meaning == "the first and more of its meaning"
+    assert _differences(_declared(view), [("a", "INTEGER"), ("b", "VARCHAR"), ("d", "BIGINT")]) == [
+        "missing: d BIGINT",
+        "extra (the view has no such column): c",
+        "a declared BIGINT, the view gives INTEGER",
+    ]
+    assert _differences([("b", "VARCHAR"), ("a", "BIGINT")], [("a", "BIGINT"), ("b", "VARCHAR")]) == [
+        "order: the view gives ['a', 'b']"
+    ]

@@ -117,7 +117,7 @@ class Column:
 #: spaces, the lines continuing its meaning by more.
 _OUTPUT_LINE = re.compile(r"^--\s*Output\b.*:\s*$")
 _COLUMN_LINE = re.compile(
-    r"^--   (?P<name>[A-Za-z_][A-Za-z0-9_]*)\s+(?P<type>[A-Z][A-Z0-9_]*(?:\([0-9, ]+\))?(?:\[\])*)"
+    r"^--   (?P<name>[A-Za-z_][A-Za-z0-9_]*)\s+(?P<type>[A-Z][A-Z0-9_]*(?:\([A-Z0-9_, ]+\))?(?:\[\])*)"
     r"(?:\s+(?P<unit>[^:\s][^:]*?))?:\s+(?P<meaning>\S.*)$"
 )
 _MEANING_LINE = re.compile(r"^--\s{4,}(\S.*)$")

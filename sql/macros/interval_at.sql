@@ -16,7 +16,7 @@
 -- meets, and a point looks up the intervals listed in its own bucket, keeping the one holding it.  Disjoint
 -- intervals meet buckets_per_interval + 2 buckets each at most on average, however long one of them is, so the
 -- join costs about one lookup per point, where a range join (or an ASOF join, which sorts every point) costs a
--- sort of all points.  Lanes compare as IS NOT DISTINCT FROM (a NULL lane is a lane); a caller whose NULL lanes
+-- sort of all points (docs/benchmarks.md).  Lanes compare as IS NOT DISTINCT FROM (a NULL lane is a lane); a caller whose NULL lanes
 -- hold nothing leaves their intervals out.  The join to the widths comes first and is LEFT, as the one after it:
 -- an inner join could be reordered after the bucket join, which would then have no bucket key.
 CREATE OR REPLACE MACRO interval_at(points, intervals, buckets_per_interval, closed) AS TABLE
