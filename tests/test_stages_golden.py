@@ -20,19 +20,9 @@ def test_range_segments_walk_each_threads_innermost_open_range(tmp_path: Path) -
     # domain [12, 14] is no layer (the default domain has ranges) and changes nothing.  Ends are inclusive: a range
     # hands the instant after its end to its first open ancestor, so b's segment ends before 31 (model again),
     # d's before 51 (c), c's before 61 (model), model's before 101 (none: NULL).  Thread 2: x [5, 15], then none.
-    write(
-        tmp_path,
-        "seg.nsys",
-        nvtx_ranges=[
-            push_pop("model", 0, 100),
-            push_pop("a", 10, 20),
-            push_pop("b", 20, 30),
-            push_pop("c", 40, 60),
-            push_pop("d", 40, 50),
-            push_pop("x", 5, 15, tid=2),
-            push_pop("cub", 12, 14, domain="CCCL"),
-        ],
-    )
+    spans = [("model", 0, 100), ("a", 10, 20), ("b", 20, 30), ("c", 40, 60), ("d", 40, 50)]
+    ranges = [push_pop(*span) for span in spans] + [push_pop("x", 5, 15, tid=2), push_pop("cub", 12, 14, domain="CCCL")]
+    write(tmp_path, "seg.nsys", nvtx_ranges=ranges)
     expect(
         tmp_path,
         "SELECT s.tid, s.p, r.text AS range, s.next_p FROM _range_segments s "
@@ -93,16 +83,11 @@ def test_point_ranges_give_each_launch_and_linked_forward_op_its_innermost_range
     # 45 inside d; its backward op (thread 3) is linked to it, so 45 is looked up too, as no launch point.  The
     # launch inside that backward op (thread 3, 300) has no range there.  Thread 2's push/pop range x [5, 15] has
     # ended by its launch at 30: the start/end range se [0, 50] of thread 2 holds it (the fallback).
+    thread_1 = [push_pop(*span) for span in (("model", 0, 100), ("b", 20, 30), ("d", 40, 50))]
     write(
         tmp_path,
         "points.nsys",
-        nvtx_ranges=[
-            push_pop("model", 0, 100),
-            push_pop("b", 20, 30),
-            push_pop("d", 40, 50),
-            push_pop("x", 5, 15, tid=2),
-            push_pop("se", 0, 50, tid=2, kind="start_end"),
-        ],
+        nvtx_ranges=[*thread_1, push_pop("x", 5, 15, tid=2), push_pop("se", 0, 50, tid=2, kind="start_end")],
         ops=[
             op("aten::mm", 45, 46, sequence_number=3, fwd_thread_id=0),
             op("MmBackward0", 290, 310, tid=3, sequence_number=3, fwd_thread_id=1),
@@ -134,17 +119,10 @@ def test_optimizer_steps_are_the_outermost_of_each_kind(tmp_path: Path) -> None:
     # (kept: the two kinds nest apart), which holds another `optimizer` [120, 130] (dropped), and PyTorch's own
     # [150, 160] (dropped: inside PyTorch's outer one).  PyTorch's op Optimizer.step#Adam.step [500, 600] and
     # nsys's torch.optim.SGD.step op on thread 2 [300, 400] are steps too, without a range.
-    write(
-        tmp_path,
-        "opt.nsys",
-        nvtx_ranges=[
-            push_pop("Optimizer.step#SGD.step", 100, 200),
-            push_pop("optimizer", 110, 190),
-            push_pop("optimizer", 120, 130),
-            push_pop("Optimizer.step#SGD.step", 150, 160),
-        ],
-        ops=[op("Optimizer.step#Adam.step", 500, 600), op("torch.optim.SGD.step", 300, 400, tid=2)],
-    )
+    pytorch, ours = "Optimizer.step#SGD.step", "optimizer"
+    spans = [(pytorch, 100, 200), (ours, 110, 190), (ours, 120, 130), (pytorch, 150, 160)]
+    steps = [op("Optimizer.step#Adam.step", 500, 600), op("torch.optim.SGD.step", 300, 400, tid=2)]
+    write(tmp_path, "opt.nsys", nvtx_ranges=[push_pop(*span) for span in spans], ops=steps)
     expect(
         tmp_path,
         "SELECT o.tid, o.start_ns, o.end_ns, r.text AS range, o.ours FROM _optimizer_steps o "
@@ -219,15 +197,11 @@ def test_steps_are_the_outermost_step_ranges_numbered_in_start_order(tmp_path: P
     # the instant #1 ends: inside it (shared, found by the range join).  ProfilerStep#3 on another thread of the
     # process [300, 400] starts inside no earlier step.  A trace without step ranges has no row (step_gpu_idle
     # makes it one step 0).
+    spans = [("ProfilerStep#1", 0, 100), ("step", 10, 20), ("ProfilerStep#2", 100, 200)]
     write(
         tmp_path,
         "steps.nsys",
-        nvtx_ranges=[
-            push_pop("ProfilerStep#1", 0, 100),
-            push_pop("step", 10, 20),
-            push_pop("ProfilerStep#2", 100, 200),
-            push_pop("ProfilerStep#3", 300, 400, tid=2),
-        ],
+        nvtx_ranges=[*(push_pop(*s) for s in spans), push_pop("ProfilerStep#3", 300, 400, tid=2)],
     )
     write(tmp_path, "none.nsys", nvtx_ranges=[push_pop("model", 0, 100)])
     expect(
