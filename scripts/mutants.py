@@ -939,6 +939,14 @@ MUTANTS: list[Mutant] = [
         "piped output has no width to fit: tables print whole, not cut at rich's 80 columns",
         ("tests/test_findings_cli.py::test_run_ends_with_the_top_findings",),
     ),
+    Mutant(
+        "every_trace_figures_embedded",
+        "pipeline/report/build.py",
+        'return set(by_time["trace_id"].head(figures).to_list())',
+        "return set(views.trace_ids)",
+        "the page embeds the figures of the traces with the most GPU time only; the others' are linked files",
+        ("tests/test_report_glance.py::test_the_page_embeds_the_figures_of_the_traces_with_most_gpu_time",),
+    ),
 ]
 
 

@@ -123,3 +123,27 @@ def test_timeline_labels_that_do_not_fit_are_left_out(monkeypatch: pytest.Monkey
         x0, x1 = bars[name]
         assert x0 <= box.x0 and box.x1 <= x1, name  # inside its bar
         assert not any(box.overlaps(other) for _, other in shown[i + 1 :]), name
+
+
+def test_the_page_embeds_the_figures_of_the_traces_with_most_gpu_time(tmp_path: Path) -> None:
+    # Two traces, --figures 1: the one with more GPU time (summed kernel durations, read from the raw files here)
+    # has its figures in the page; the other's are the PNG files beside it, linked, not embedded.
+    raw = {
+        "big.nsys": gunzip_to(TRAIN / "nsys.sqlite.gz", tmp_path / "big.sqlite"),
+        "small.nsys": gunzip_to(SAMPLES / "h200_smallcnn" / "nsys.sqlite.gz", tmp_path / "small.sqlite"),
+    }
+    gpu = {t: sqlite3.connect(p).execute('SELECT sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0]
+           for t, p in raw.items()}  # fmt: skip
+    assert gpu["big.nsys"] > gpu["small.nsys"]
+    for trace, path in raw.items():
+        normalize_file(path, tmp_path / "n", trace)
+    write_views(connect(tmp_path / "n", views=[]), tmp_path / "a", list(view_files()), ("parquet",))
+    build_report(tmp_path / "a", tmp_path / "r", figures=1)
+    page = (tmp_path / "r" / "report.html").read_text()
+    big = page.split('<section id="big.nsys">')[1].split("</section>")[0]
+    small = page.split('<section id="small.nsys">')[1].split("</section>")[0]
+    assert "data:image/png;base64" in big
+    assert "data:image/png;base64" not in small
+    for name in re.findall(r'<a href="([^"]+\.png)">', small):
+        assert name.startswith("small.nsys.") and (tmp_path / "r" / name).is_file()
+    assert 'href="small.nsys.timeline.png"' in small

@@ -22,7 +22,7 @@ import polars as pl
 
 from pipeline import console
 from pipeline.outputs import output_folder, refuse_inside_normalized, writing
-from pipeline.report import detail, tables
+from pipeline.report import EMBEDDED_FIGURES, detail, tables
 from pipeline.report.data import Views, load
 from pipeline.report.html import (
     MAX_LAYER_ROWS,
@@ -33,6 +33,7 @@ from pipeline.report.html import (
     integer,
     known,
     kpis,
+    linked_image,
     na,
     note,
     pct,
@@ -163,16 +164,31 @@ class _TraceBuilder:
     """Builds one trace's section; each stage adds figures and HTML so the progress bar can follow."""
 
     def __init__(
-        self, views: Views, trace: str, out: Path, pngs: list[Path], findings: pl.DataFrame | None = None
+        self,
+        views: Views,
+        trace: str,
+        out: Path,
+        pngs: list[Path],
+        findings: pl.DataFrame | None = None,
+        embed: bool = True,
     ) -> None:
         self.v, self.trace, self.out, self.pngs = views, trace, out, pngs
         self.findings = findings
+        self.embed = embed
         self.parts: list[str] = []
         self.rep: TraceReport | None = None
 
     def _png(self, kind: str, data: bytes, alt: str) -> str:
-        self.pngs.append(write_atomic(self.out / f"{slug(self.trace)}.{kind}.png", data))
-        return image(data, alt)
+        path = write_atomic(self.out / f"{slug(self.trace)}.{kind}.png", data)
+        self.pngs.append(path)
+        if self.embed:
+            return image(data, alt)
+        return linked_image(
+            path.name,
+            alt,
+            "the page embeds the figures of the traces with the most GPU time: tracepipe report --figures all "
+            "embeds every trace's",
+        )
 
     def tables(self) -> None:
         from pipeline.report.plots import layer_colours
@@ -326,17 +342,38 @@ class _TraceBuilder:
         ]
 
 
-def build_report(analysis: Path, out: Path, quiet: bool = True, diff: tuple[str, str] | None = None) -> Report:
+def embedded_traces(views: Views, figures: int | None) -> set[str]:
+    """The traces whose figures are embedded: the ``figures`` with the most GPU time (None: every one)."""
+    if figures is None:
+        return set(views.trace_ids)
+    ls = views.required["layer_summary"]
+    by_time = (
+        ls.group_by("trace_id")
+        .agg(pl.col("gpu_time_ns").sum())
+        .sort(["gpu_time_ns", "trace_id"], descending=[True, False])
+    )
+    return set(by_time["trace_id"].head(figures).to_list())
+
+
+def build_report(
+    analysis: Path,
+    out: Path,
+    quiet: bool = True,
+    diff: tuple[str, str] | None = None,
+    figures: int | None = EMBEDDED_FIGURES,
+) -> Report:
     """Write ``out/report.html`` and ``out/<trace>.<figure>.png``; BadInputError (nothing written) when
     ``analysis`` is not an analysis folder. ``diff``: two runs (``tracepipe diff`` A and B) compared in a
-    section of their own; a folder of several ranks gets a ranks section."""
+    section of their own; a folder of several ranks gets a ranks section. ``figures``: how many traces' figures
+    the page embeds (the others' are linked files; None: every trace's)."""
     refuse_inside_normalized(out)  # before any work: nothing is ever written inside normalized data
     views = load(analysis)
     extra = _extra_sections(analysis, out, diff)
     output_folder(out)
     pngs: list[Path] = []
     findings = _read_findings(analysis)
-    builders = [_TraceBuilder(views, t, out, pngs, findings) for t in views.trace_ids]
+    embedded = embedded_traces(views, figures)
+    builders = [_TraceBuilder(views, t, out, pngs, findings, t in embedded) for t in views.trace_ids]
     stages = [s for b in builders for s in b.stages()]
     for stage in console.progress(stages, len(stages), "report", quiet):
         stage.run()

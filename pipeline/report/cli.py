@@ -10,6 +10,7 @@ import click
 
 from pipeline import console
 from pipeline.cli_options import output_options
+from pipeline.report import EMBEDDED_FIGURES
 
 if TYPE_CHECKING:  # the package imports matplotlib: only load it when the command runs
     from rich.console import Console
@@ -33,7 +34,15 @@ DEFAULT_REPORT = Path("report")
     default=None,
     help="Add a section comparing run B with run A per layer path (what `tracepipe diff A B --html` shows).",
 )
-def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[str, str] | None) -> None:
+@click.option(
+    "--figures",
+    default=str(EMBEDDED_FIGURES),
+    show_default=True,
+    metavar="N|all",
+    help="Embed the figures of the N traces with the most GPU time (all: every trace's); the others' figures are "
+    "PNG files beside report.html, linked from their sections.",
+)
+def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[str, str] | None, figures: str) -> None:
     """Turn the Parquet of `tracepipe analyze` into report.html, PNG figures and a terminal summary.
 
     The page and the summary open with the findings (what to fix in which layer, most GPU time at stake first:
@@ -53,7 +62,11 @@ def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[st
     """
     from pipeline.report.build import build_report
 
-    rep = build_report(analyzed, out, quiet=quiet or as_json, diff=diff)
+    if figures != "all" and not (figures.isdigit() and int(figures) >= 0):
+        raise click.BadParameter(f"{figures!r}: give a number of traces or all", param_hint="--figures")
+    rep = build_report(
+        analyzed, out, quiet=quiet or as_json, diff=diff, figures=None if figures == "all" else int(figures)
+    )
     if as_json:
         click.echo(json.dumps(rep.to_json()))
     elif not quiet:

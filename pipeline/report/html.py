@@ -146,6 +146,12 @@ def image(png: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
+def linked_image(file_name: str, alt: str, why: str) -> str:
+    """A figure left out of the page: a link to its PNG file beside the page, and why it is not embedded."""
+    name = html.escape(file_name)
+    return f'<p class="note">{html.escape(alt)}: <a href="{name}">{name}</a>, beside this page ({html.escape(why)})</p>'
+
+
 def na(reason: str) -> str:
     return f'<p class="na">{html.escape(reason)}</p>'
 
