@@ -69,7 +69,8 @@ def view_description(path: Path) -> str:
 
 
 def view_descriptions(sql_dir: Path = SQL_DIR) -> dict[str, str]:
-    return {p.stem: view_description(p) for p in sorted(sql_dir.glob("*.sql"))}
+    """The public views (a private one, ``_name``, is a stage of another: no user's entry point)."""
+    return {p.stem: view_description(p) for p in sorted(sql_dir.glob("*.sql")) if is_public(p.stem)}
 
 
 def table_descriptions() -> dict[str, str]:

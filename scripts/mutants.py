@@ -51,12 +51,14 @@ FAST_EXIT = "tests/test_reliability.py::test_a_batch_command_ends_without_teardo
 RULES = "tests/test_findings_rules.py"
 FAST_EXIT_RULES = "tests/test_reliability.py::test_the_fast_exit_runs_atexit_flushes_and_keeps_the_status"
 GOLDEN = "tests/test_views_golden.py"
+MACROS = "tests/test_macros_golden.py"
+STAGES = "tests/test_stages_golden.py"
 
 MUTANTS: list[Mutant] = [
     # --- the five rules of issue #22 that the suite did not guard -------------------------------------------
     Mutant(
         "equal_start_outer_wins",
-        "sql/launch_point_layers.sql",
+        "sql/_range_segments.sql",
         "arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns",
         "arg_min(range_id, depth) AS range_id, arg_min(end_ns, depth) AS end_ns",
         "among ranges starting at the same instant, the inner (deeper) one is the innermost",
@@ -72,7 +74,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "outermost_start_end_wins",
-        "sql/launch_point_layers.sql",
+        "sql/_point_ranges.sql",
         "arg_max(r.range_id, r.start_ns)",
         "arg_min(r.range_id, r.start_ns)",
         "of overlapping start/end ranges enclosing a launch, the latest-started (innermost) wins",
@@ -98,7 +100,7 @@ MUTANTS: list[Mutant] = [
     # --- more rules ----------------------------------------------------------------------------------------
     Mutant(
         "launch_on_range_end_is_outside",
-        "sql/launch_point_layers.sql",
+        "sql/_range_segments.sql",
         "CASE WHEN w.end_ns >= w.p THEN w.end_ns::HUGEINT + 1 ELSE w.p END,\n",
         "CASE WHEN w.end_ns >= w.p THEN w.end_ns::HUGEINT ELSE w.p END,\n",
         "a launch exactly at a range's end is inside it (closed interval, as nsys)",
@@ -287,43 +289,37 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "step_call_after_step_end",
-        "sql/step_gpu_idle.sql",
-        "WHERE o.call_ns BETWEEN s.start_ns AND s.end_ns",
-        "WHERE o.call_ns >= s.start_ns",
-        "an operation belongs to the step whose range encloses its call, not one its bucket meets",
-        ("tests/test_step_gpu_idle.py",),
-    ),
-    Mutant(
-        "step_bucket_width_bigint",
-        "sql/step_gpu_idle.sql",
-        "greatest(1, (max(end_ns)::HUGEINT - min(start_ns)) // (4 * count(*)))::BIGINT AS width",
-        "greatest(1, (max(end_ns) - min(start_ns)) // (4 * count(*)))::BIGINT AS width",
-        "a process's steps may span more than BIGINT (from far before zero to BIGINT's last instant)",
-        ("tests/test_step_gpu_idle.py",),
+        "sql/macros/interval_at.sql",
+        " AND p.t >= i.lo AND (p.t < i.hi OR closed AND p.t = i.hi)",
+        " AND p.t >= i.lo",
+        "a point lies in the interval that holds it, not in every one its bucket meets (an operation's step "
+        "encloses its call)",
+        ("tests/test_step_gpu_idle.py", MACROS),
     ),
     Mutant(
         "segment_holds_its_next_boundary",
-        "sql/launch_point_layers.sql",
-        "     AND q.t >= a.p AND q.t < a.next_p",
-        "     AND q.t >= a.p AND q.t <= a.next_p",
+        "sql/macros/interval_at.sql",
+        " AND (p.t < i.hi OR closed AND p.t = i.hi)",
+        " AND (p.t <= i.hi OR closed AND p.t = i.hi)",
         "a segment [p, next p) ends before the next one starts: an instant lies in one segment",
-        ("tests/test_attribution.py",),
+        ("tests/test_attribution.py", MACROS),
     ),
     Mutant(
         "last_segment_before_the_first",
-        "sql/launch_point_layers.sql",
-        "AND z.tid = q.tid AND q.t >= z.p",
-        "AND z.tid = q.tid",
+        "sql/_point_ranges.sql",
+        "AND z.tid = i.tid AND i.t >= z.p",
+        "AND z.tid = i.tid",
         "an instant before a thread's first range start is in no segment (outside), not in its last",
         ("tests/test_attribution.py",),
     ),
     Mutant(
-        "segment_bucket_width_bigint",
-        "sql/launch_point_layers.sql",
-        "greatest(1, (max(next_p)::HUGEINT - min(p)) // count(*))::BIGINT AS width",
-        "greatest(1, (max(next_p) - min(p)) // count(*))::BIGINT AS width",
-        "a thread's segments may span more than BIGINT",
-        ("tests/test_attribution.py",),
+        "bucket_width_bigint",
+        "sql/macros/interval_at.sql",
+        "greatest(1, (max(hi)::HUGEINT - min(lo)) // (buckets_per_interval * count(*)))::BIGINT AS width",
+        "greatest(1, (max(hi) - min(lo)) // (buckets_per_interval * count(*)))::BIGINT AS width",
+        "a lane's intervals may span more than BIGINT (a thread's segments, a process's steps: from far before zero "
+        "to BIGINT's last instant)",
+        ("tests/test_attribution.py", "tests/test_step_gpu_idle.py", MACROS),
     ),
     Mutant(
         "memcpy_joined_to_kernel_attribution",
@@ -452,7 +448,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "accumulate_grad_not_backward",
-        "sql/launch_point_layers.sql",
+        "sql/_backward_links.sql",
         "OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$') OR sequence_number IS NULL) AS is_backward",
         "OR regexp_matches(name, '^[A-Za-z0-9_:]+Backward[0-9]*$')) AS is_backward",
         "gradient accumulation (AccumulateGrad, no sequence number) is backward work",
@@ -512,7 +508,7 @@ MUTANTS: list[Mutant] = [
     # --- issue #45: rules of views no test read, each guarded by a golden table (tests/test_views_golden.py) ----
     Mutant(
         "recompute_is_link_target",
-        "sql/launch_point_layers.sql",
+        "sql/_backward_links.sql",
         "    WHERE b.op_id IS NULL OR b.end_ns < f.start_ns\n",
         "",
         "a forward op recomputed inside a backward op (activation checkpointing) is no backward op's link target",
@@ -629,7 +625,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "torch_optim_step_not_optimizer",
-        "sql/launch_point_layers.sql",
+        "sql/_optimizer_steps.sql",
         "WHERE name LIKE 'Optimizer.step#%' OR regexp_matches(name, '^torch\\.optim\\.\\w+\\.step$')",
         "WHERE name LIKE 'Optimizer.step#%'",
         "nsys's torch.optim.<Class>.step range (an op) makes the optimizer pass",
@@ -645,7 +641,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "engine_thread_any_backward_op",
-        "sql/launch_point_layers.sql",
+        "sql/_backward_threads.sql",
         "GROUP BY ALL HAVING bool_and(fwd_thread_id > 0)",
         "GROUP BY ALL HAVING bool_or(fwd_thread_id > 0)",
         "a thread is autograd's engine only if it runs nothing but backward nodes (the main thread runs some)",
@@ -653,11 +649,11 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "pytorch_optimizer_range_wins",
-        "sql/launch_point_layers.sql",
-        "max(end_ns) OVER (PARTITION BY trace_id, pid, tid, text = 'optimizer' ORDER BY start_ns, end_ns DESC",
-        "max(end_ns) OVER (PARTITION BY trace_id, pid, tid ORDER BY start_ns, end_ns DESC",
-        "tracepipe's optimizer range wins over PyTorch's Optimizer.step# range around it",
-        ("tests/test_user_script_train.py",),
+        "sql/_optimizer_steps.sql",
+        "ours AS (SELECT * FROM candidates WHERE ours),\ntheirs AS (SELECT * FROM candidates WHERE NOT ours)",
+        "ours AS (SELECT * FROM candidates),\ntheirs AS (SELECT * FROM candidates WHERE false)",
+        "tracepipe's optimizer range wins over PyTorch's Optimizer.step# range around it (the two nest apart)",
+        ("tests/test_user_script_train.py", STAGES),
     ),
     Mutant(
         "pytorch_ranges_are_ops_under_emit_nvtx",
@@ -682,6 +678,97 @@ MUTANTS: list[Mutant] = [
         "from_forward = []",
         "a backward node takes the modules of the forward nodes of its autograd sequence number",
         ("tests/test_compiled.py",),
+    ),
+    # --- the rules of the table macros (sql/macros/), each guarded by its own golden table ------------------
+    Mutant(
+        "interval_listed_in_its_first_bucket_only",
+        "sql/macros/interval_at.sql",
+        "unnest(generate_series(s.lo // w.width, (s.hi - CASE WHEN closed THEN 0 ELSE 1 END) // w.width))",
+        "unnest(generate_series(s.lo // w.width, s.lo // w.width))",
+        "an interval is listed in every bucket it meets, so a point far into a long one finds it",
+        (MACROS, "tests/test_attribution.py"),
+    ),
+    Mutant(
+        "closed_interval_without_its_end",
+        "sql/macros/interval_at.sql",
+        "(p.t < i.hi OR closed AND p.t = i.hi)",
+        "(p.t < i.hi)",
+        "a closed interval holds its end instant (a call at a step range's last instant is the step's)",
+        (MACROS,),
+    ),
+    Mutant(
+        "null_lane_is_no_lane",
+        "sql/macros/interval_at.sql",
+        "i.sublane IS NOT DISTINCT FROM p.sublane\n AND i.bucket",
+        "i.sublane = p.sublane\n AND i.bucket",
+        "lanes compare as IS NOT DISTINCT FROM: a process's or a device's lane (sublane NULL) is one lane",
+        (MACROS, "tests/test_step_gpu_idle.py"),
+    ),
+    Mutant(
+        "outermost_inner_first_at_equal_start",
+        "sql/macros/outermost_intervals.sql",
+        "ORDER BY start_ns, end_ns DESC, tie",
+        "ORDER BY start_ns, end_ns, tie",
+        "of intervals starting together the longer comes first, so the inner one is inside it",
+        (MACROS,),
+    ),
+    Mutant(
+        "outermost_touching_ignored",
+        "sql/macros/outermost_intervals.sql",
+        "prev_end < CASE WHEN touching THEN start_ns ELSE end_ns END",
+        "prev_end < end_ns",
+        "touching: an interval starting at or before an earlier one's end is inside it (a compiled graph's "
+        "statement ops in no other)",
+        (MACROS,),
+    ),
+    Mutant(
+        "gpu_ops_kind_not_asked_for",
+        "sql/macros/gpu_ops.sql",
+        "WHERE list_contains(kinds, 'kernel')",
+        "WHERE true",
+        "a kind left out of kinds gives no row (gpu_op_layers joins each kind to its own attribution)",
+        (MACROS, "tests/test_attribution.py"),
+    ),
+    Mutant(
+        "gpu_ops_memcpy_unnamed",
+        "sql/macros/gpu_ops.sql",
+        "       '[CUDA memcpy ' || coalesce(kind, 'unknown') || ']' AS name,\n",
+        "       kind AS name,\n",
+        "a copy is named as nsys names it, `[CUDA memcpy <kind>]`",
+        (MACROS,),
+    ),
+    # --- the stages of step_gpu_idle ----------------------------------------------------------------------------
+    Mutant(
+        "graph_node_call_is_where_it_was_made",
+        "sql/_gpu_op_calls.sql",
+        "a.start_ns AS call_ns",
+        "g.launch_start_ns AS call_ns",
+        "a replayed graph node's call is the graph launch (its step), not where the node was made",
+        (STAGES, "tests/test_step_gpu_idle.py"),
+    ),
+    Mutant(
+        "nested_step_range_is_a_step",
+        "sql/_steps.sql",
+        "    WHERE depth = top\n",
+        "",
+        "steps are the outermost step ranges: a `step` range inside a ProfilerStep# is none",
+        (STAGES,),
+    ),
+    Mutant(
+        "window_ends_at_the_cpu_end",
+        "sql/_step_windows.sql",
+        "greatest(any_value(cpu_end_ns), max(end_ns)) AS window_end_ns",
+        "any_value(cpu_end_ns) AS window_end_ns",
+        "a step's window runs on to the end of the last operation it launched",
+        (STAGES, "tests/test_step_gpu_idle.py"),
+    ),
+    Mutant(
+        "window_ops_only_the_steps_own",
+        "sql/_window_ops.sql",
+        "WHERE p.start_ns < w.window_end_ns AND p.end_ns > w.window_start_ns",
+        "WHERE p.start_ns < w.window_end_ns AND p.end_ns > w.window_start_ns AND p.call_ns >= w.window_start_ns",
+        "every operation on the device counts in a window it overlaps, whoever launched it",
+        (STAGES, "tests/test_step_gpu_idle.py"),
     ),
     Mutant(
         "coverage_warns_at_any_share",

@@ -1,10 +1,15 @@
 -- analysis_warnings: counted warnings about values the analysis could not use, one row per (trace, view, kind).
 -- Inputs:  device_limits (duplicate_rows, rejected_trace_values, issue), kernel_occupancy (occupancy_issue,
 --          which carries kernel_geometry's launch_issue first), layer_coverage (lack, meaning, fix)
--- Output:  trace_id, view ('device_limits' | 'kernel_occupancy' | 'layer_coverage'), device_id, count (rows
---          concerned: dropped device rows, replaced values, devices, kernels; 1 for a trace's coverage), message
---          (what and what was done, or what the trace lacks and the capture that gives it), example_kernel_id
---          (one kernel concerned; NULL for device rows and coverage)
+-- Output, one row per trace, view and kind of warning:
+--   trace_id          VARCHAR: the trace
+--   view              VARCHAR: 'device_limits' | 'kernel_occupancy' | 'layer_coverage': the view whose value it is
+--                       about
+--   device_id         INTEGER: the GPU concerned; NULL for coverage
+--   count             BIGINT: rows concerned: dropped device rows, replaced values, devices, kernels; 1 for a trace's
+--                       coverage
+--   message           VARCHAR: what and what was done, or what the trace lacks and the capture that gives it
+--   example_kernel_id BIGINT: one kernel concerned (kernels.kernel_id); NULL for device rows and coverage
 -- Rule: nothing here fails a run; `tracepipe analyze` prints each row as one warning line.  Kernel issues are
 -- grouped by their text up to the first ':' (the kind), so one odd register count per kernel stays one line.
 SELECT trace_id, 'device_limits' AS view, device_id, duplicate_rows AS count,

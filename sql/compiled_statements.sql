@@ -4,16 +4,23 @@
 -- analyze: on request (an intermediate of launch_point_layers, which places the launches inside each: write it
 --          with `tracepipe analyze --view compiled_statements`)
 -- Inputs:  ops, compiled_kernels
+-- Macros:  outermost_intervals
 -- Output, one row per statement op of a graph call whose graph the capture recorded:
---          trace_id, pid, tid, start_ns, end_ns (ns, CPU clock): the op
---          graph_key  the graph's FX graph cache key (the call's `## Call CompiledFxGraph <key> ##` op)
---          graph      'forward' | 'backward' | 'inference': which of the region's graphs
---          launch_name, occurrence: the statement, and how many ops of that name came before it in this call
---          module     the module of the statement's output (compiled_kernels' rule), its qualified name relative
---                     to the compiled module ('' = the compiled module itself); module_chain: its chain, outermost
---                     first (JSON list); modules: every innermost module the statement computes (JSON list: a
---                     fused kernel serving several modules lists each)
---          root_name  the capture's root range text (the compiled module's own range when it is the model)
+--   trace_id     VARCHAR: the trace
+--   pid          BIGINT: the op's process
+--   tid          BIGINT: the op's CPU thread
+--   start_ns     BIGINT ns, CPU clock: the op's start
+--   end_ns       BIGINT ns, CPU clock: its end
+--   graph_key    VARCHAR: the graph's FX graph cache key (the call's `## Call CompiledFxGraph <key> ##` op)
+--   graph        VARCHAR: 'forward' | 'backward' | 'inference': which of the region's graphs
+--   launch_name  VARCHAR: the statement's name (a Triton kernel's launch op, an extern call's aten op)
+--   occurrence   BIGINT: how many ops of that name came before it in this call of the graph
+--   module       VARCHAR: the module of the statement's output (compiled_kernels' rule), its qualified name relative to
+--                  the compiled module ('' = the compiled module itself)
+--   module_chain VARCHAR: that module's chain, outermost first (JSON list)
+--   modules      VARCHAR: every innermost module the statement computes (JSON list: a fused kernel serving several
+--                  modules lists each)
+--   root_name    VARCHAR: the capture's root range text (the compiled module's own range when it is the model)
 -- Rule: Inductor's generated call() launches its kernels and extern calls in a fixed order, and both the PyTorch
 -- profiler and emit_nvtx record each as an op inside the graph call's op: a Triton kernel's launch op has the
 -- kernel's name, an extern call the aten op's (`extern_kernels.mm` -> `aten::mm`).  The ops of a call named like
@@ -29,9 +36,9 @@ WITH calls AS (   -- each call of a compiled graph
     FROM ops WHERE name LIKE '## Call CompiledFxGraph %'
 ),
 names AS (SELECT DISTINCT graph_key, launch_name FROM compiled_kernels),
-named AS (   -- the ops of each call named as one of its graph's statements
+named AS (   -- the ops of each call named as one of its graph's statements (the call is their lane)
     SELECT o.trace_id, o.pid, o.tid, o.op_id, o.start_ns, o.end_ns, o.name AS launch_name, c.op_id AS call_id,
-           c.graph_key
+           c.graph_key, c.op_id AS lane, NULL AS sublane, o.op_id AS tie
     FROM calls c
     JOIN names n ON n.graph_key = c.graph_key
     JOIN ops o
@@ -43,18 +50,13 @@ tuning AS (   -- Inductor's autotuning inside a call: a Triton kernel's first ca
     SELECT o.trace_id, o.pid, o.tid, o.start_ns, o.end_ns
     FROM ops o WHERE o.name LIKE 'CachingAutotuner.%' AND (o.trace_id, o.tid) IN (SELECT trace_id, tid FROM calls)
 ),
-statements AS (   -- named ops in no other named op (cudagraph trees record a call's statements inside their
-                  -- own ops) nor in autotuning, numbered per name in the call
+statements AS (   -- named ops in no other named op, not even one ending at their start (cudagraph trees record
+                  -- a call's statements inside their own ops) nor in autotuning, numbered per name in the call
     SELECT n.trace_id, n.pid, n.tid, n.start_ns, n.end_ns, n.graph_key, n.launch_name,
            row_number() OVER (PARTITION BY n.trace_id, n.call_id, n.launch_name ORDER BY n.start_ns, n.op_id) - 1
                AS occurrence
-    FROM (
-        SELECT *, max(end_ns) OVER (PARTITION BY trace_id, call_id ORDER BY start_ns, end_ns DESC, op_id
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-        FROM named
-    ) n
-    WHERE (n.prev_end IS NULL OR n.prev_end < n.start_ns)
-      AND NOT EXISTS (SELECT 1 FROM tuning t WHERE t.trace_id = n.trace_id AND t.pid IS NOT DISTINCT FROM n.pid
+    FROM outermost_intervals(named, true) n
+    WHERE NOT EXISTS (SELECT 1 FROM tuning t WHERE t.trace_id = n.trace_id AND t.pid IS NOT DISTINCT FROM n.pid
                       AND t.tid = n.tid AND t.start_ns <= n.start_ns AND n.end_ns <= t.end_ns)
 ),
 known AS (   -- one row per statement of the recorded graphs (a graph recorded twice: the first capture)

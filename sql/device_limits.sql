@@ -3,23 +3,42 @@
 --          arch_limits (pipeline/analyze/arch.py: NVIDIA rows by compute capability, AMD rows by gfx_arch),
 --          gpu_names (arch.py: device name -> vendor / AMD architecture),
 --          device_override (`tracepipe analyze --device NAME`: no row, or the part every device is projected onto)
--- Output:  trace_id, device_id, name, vendor ('NVIDIA' | 'AMD' | 'render-only' | NULL), gfx_arch (AMD LLVM
---          target), compute_major, compute_minor, compute_capability ('9.0'; NULL for AMD, whose Kineto
---          "computeMajor" is not a CUDA capability), arch_name,
---          sm_count, sm_count_source ('trace' | 'arch_table:<reference part>' | 'projection:<device>'),
---          warp_size (threads),
---          max_threads_per_sm, max_warps_per_sm, max_blocks_per_sm, max_threads_per_block,
---          max_registers_per_sm, max_registers_per_block, max_registers_per_thread (32-bit registers),
---          register_alloc_unit (registers per warp allocation step), register_alloc_granularity ('warp'),
---          sub_partitions_per_sm, max_shared_mem_per_sm_bytes, max_shared_mem_per_block_bytes,
---          max_shared_mem_per_block_optin_bytes, reserved_shared_mem_per_block_bytes,
---          shared_mem_alloc_unit_bytes, shared_mem_carveouts_bytes (list of bytes), from_arch_table (list of the
---          column names that came from arch_limits rather than the trace), rejected_trace_values (list of
---          'column=value' the trace recorded but no GPU can have, replaced from arch_limits),
---          duplicate_rows (other `devices` rows of the same (trace, device id), dropped),
---          issue (why the device's limits are NULL, or NULL when it has them), projected_device (NULL: the
---          traced device; else the --device name whose limits replace the trace's: everything downstream is a
---          projection)
+-- Output, one row per trace and device id:
+--   trace_id                             VARCHAR: the trace
+--   device_id                            INTEGER: the GPU (CUDA device ordinal)
+--   name                                 VARCHAR: the device's name as recorded
+--   vendor                               VARCHAR: 'NVIDIA' | 'AMD' | 'render-only' | NULL
+--   gfx_arch                             VARCHAR: the AMD LLVM target (gfx942 ...); NULL for NVIDIA
+--   compute_major                        INTEGER: compute capability, major (as recorded; HIP's major.minor on AMD)
+--   compute_minor                        INTEGER: compute capability, minor
+--   compute_capability                   VARCHAR: '9.0'; NULL for AMD, whose Kineto computeMajor is no CUDA capability
+--   arch_name                            VARCHAR: the architecture's name (Hopper, CDNA3 ...)
+--   sm_count                             INTEGER SMs: streaming multiprocessors (CUs on AMD)
+--   sm_count_source                      VARCHAR: 'trace' | 'arch_table:<reference part>' | 'projection:<device>'
+--   warp_size                            INTEGER threads: threads per warp (64 on AMD)
+--   max_threads_per_sm                   INTEGER threads: resident threads per SM
+--   max_warps_per_sm                     INTEGER warps: resident warps per SM
+--   max_blocks_per_sm                    INTEGER blocks: resident blocks per SM
+--   max_threads_per_block                INTEGER threads: threads per block
+--   max_registers_per_sm                 INTEGER registers: 32-bit registers per SM
+--   max_registers_per_block              INTEGER registers: 32-bit registers per block
+--   max_registers_per_thread             INTEGER registers: 32-bit registers per thread
+--   register_alloc_unit                  INTEGER registers: registers per warp allocation step
+--   register_alloc_granularity           VARCHAR: 'warp'
+--   sub_partitions_per_sm                INTEGER: SM sub-partitions the register file is split over
+--   max_shared_mem_per_sm_bytes          BIGINT bytes: shared memory per SM (the full carveout)
+--   max_shared_mem_per_block_bytes       BIGINT bytes: shared memory per block without opting in
+--   max_shared_mem_per_block_optin_bytes BIGINT bytes: shared memory per block when opted in
+--   reserved_shared_mem_per_block_bytes  BIGINT bytes: the driver's reserve per block
+--   shared_mem_alloc_unit_bytes          BIGINT bytes: shared memory allocation step
+--   shared_mem_carveouts_bytes           BIGINT[] bytes: the configurable shared-memory carveouts
+--   from_arch_table                      VARCHAR[]: the columns that came from arch_limits rather than the trace
+--   rejected_trace_values                VARCHAR[]: 'column=value' the trace recorded but no GPU can have, replaced
+--                                          from arch_limits
+--   duplicate_rows                       BIGINT: other devices rows of the same (trace, device id), dropped
+--   issue                                VARCHAR: why the device's limits are NULL; NULL when it has them
+--   projected_device                     VARCHAR: NULL: the traced device; else the `--device` preset whose limits
+--                                          replace the trace's (everything downstream is a projection)
 -- Rules, in one place for every source (normalizers copy what the trace says):
 --   * One device per (trace, device id): a render-only adapter (WSL's all-zero "Microsoft Basic Render Driver"
 --     shares id 0 with the real GPU) and rows without a compute capability lose to a real GPU row.

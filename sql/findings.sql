@@ -3,19 +3,31 @@
 -- Inputs:  kernel_layers, gpu_op_layers, layer_summary, kernel_waves, kernel_occupancy, device_limits, memcpy,
 --          step_gpu_idle, nvtx_ranges, rank_jobs,
 --          finding_thresholds (every number the rules compare with), finding_kernel_classes (kernel families by name)
--- Output:  trace_id, priority (1 = the most GPU time at stake in its trace), rule, path (the layer path; a leading
---          numbered step range folded: `ProfilerStep#7/fc1` is `ProfilerStep#*/fc1`, one finding for the layer in
---          every step, its steps summed; NULL = outside every range), layer (innermost range, folded alike), pass
---          ('forward' | 'backward' | 'optimizer' when the operations concerned share one, else NULL), kernel (short
---          name of the kernel or the op's name; NULL where the finding is about a stretch of many kernels or a whole
---          layer), launches (GPU operations concerned), gpu_time_ns (their GPU time, ns), at_stake_ns (GPU time the
---          fix could save, ns: each rule's estimate, below), share_pct (at_stake_ns over the trace's GPU wall time:
---          step_gpu_idle's wall_ns summed over its steps and devices, %), measure (the rule's key number, its unit in
---          the name), value, threshold (what value was compared with; NULL for rules without one), evidence (the
---          numbers, one line), fix (one line), detail (MAP of the rule's other numbers, name -> value: waves and
---          slots, registers, stretches, bytes, ranks ...)
--- Rules, one CTE each, over inputs each read once (a view a rule reads twice would be bound twice: the eight rules
--- as views of their own took 0.8 CPU-s of every connection's start); the thresholds: pipeline/analyze/finding_rules.py.
+-- Output, one row per trace, layer path, kernel or op and rule:
+--   trace_id    VARCHAR: the trace
+--   priority    BIGINT: 1 = the most GPU time at stake in its trace
+--   rule        VARCHAR: the rule that fired (below)
+--   path        VARCHAR: the layer path, a leading numbered step range folded (`ProfilerStep#7/fc1` is
+--                 `ProfilerStep#*/fc1`: one finding for the layer in every step, its steps summed); NULL = outside
+--                 every range
+--   layer       VARCHAR: the innermost range, folded alike
+--   pass        VARCHAR: 'forward' | 'backward' | 'optimizer' when the operations concerned share one, else NULL
+--   kernel      VARCHAR: short name of the kernel or the op's name; NULL where the finding is about a stretch of many
+--                 kernels or a whole layer
+--   launches    BIGINT: GPU operations concerned
+--   gpu_time_ns BIGINT ns: their GPU time
+--   at_stake_ns BIGINT ns: GPU time the fix could save: each rule's estimate, below
+--   share_pct   DOUBLE %: at_stake_ns of the trace's GPU wall time (step_gpu_idle's wall_ns summed over its steps and
+--                 devices)
+--   measure     VARCHAR: the rule's key number, its unit in the name
+--   value       DOUBLE: that number
+--   threshold   DOUBLE: what value was compared with; NULL for rules without one
+--   evidence    VARCHAR: the numbers, one line
+--   fix         VARCHAR: what to change, one line
+--   detail      MAP(VARCHAR, DOUBLE): the rule's other numbers, name -> value (waves and slots, registers, stretches,
+--                 bytes, ranks ...)
+-- Rules, one CTE each, over inputs each read once (a view a rule reads twice would be bound twice, at every
+-- connection's start: docs/benchmarks.md); the thresholds: pipeline/analyze/finding_rules.py.
 --   layout_conversion: a layer running a convolution (class `convolution`) and layout transforms (class
 --     `layout_conversion`: cuDNN's nchwToNhwc / nhwcToNchw, transposes) that take >= layout_min_share_pct of its GPU
 --     time (layer_summary, every pass); one row per transform kernel; at stake: its whole time (a channels_last

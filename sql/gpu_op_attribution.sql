@@ -1,24 +1,39 @@
 -- gpu_op_attribution: per GPU operation (kernel, memcpy, memset), the layer range that launched it and its pass,
--- without the operation's own columns (gpu_op_layers joins them on): narrow rows, so that the joins and the
--- Parquet writer do not spill against each other on big traces (benchmarks/results/gpu_op_attribution.txt).
--- The rules are in its two inputs, each computed once into a file of its own (gpu_op_launches, read by two
--- views; launch_point_layers, staged): 10M kernels 53-65 -> 31 CPU-s (gpu_op_attribution_staged.txt).
+-- without the operation's own columns (gpu_op_layers joins them on).
+-- Plan: narrow rows, so that the joins and the Parquet writer do not spill against each other on big traces; the
+-- rules are in its two inputs, each computed once into a file of its own (gpu_op_launches, read by two views;
+-- launch_point_layers, staged): docs/benchmarks.md, gpu_op_attribution.txt and gpu_op_attribution_staged.txt.
 -- Inputs:  gpu_op_launches, launch_point_layers, nvtx_paths, ops
 -- Output, one row per GPU operation:
---          trace_id; op_kind  'kernel' | 'memcpy' | 'memset'; op_row_id: kernel_id / copy_id / set_id
---          launch_call_id, launch_start_ns (ns, CPU clock), launch_pid, launch_tid: the API call that launched it;
---                     for a replayed CUDA graph node whose making the trace recorded (graph_nodes), the call that
---                     made the node during stream capture instead (launch_call_id stays the graph launch)
---          range_id   the layer range (NULL when none applies); layer: its text; path: enclosing texts
---                     outermost -> innermost joined by '/'; depth (0 = outermost); range_kind; domain
---          pass       'forward' | 'backward' | 'optimizer' | NULL (outside every range, not backward/optimizer)
---          bwd_op_id  the autograd backward op (ops.op_id) enclosing the launch; fwd_op_id: the forward op it
---                     was linked to by sequence number
---          op_id, op_name: the PyTorch CPU op that launched it (chrome traces: by External id; else NULL)
---          fused_modules: for work of a torch.compile'd region that the capture recorded (compiled_statements),
---                     every module the launching statement computes (JSON list of qualified names); else NULL
---          module_chain: for such work, the modules below the range around the region down to the one it is
---                     placed on (qualified names, outermost first: the last is `layer`); else NULL
+--   trace_id        VARCHAR: the trace
+--   op_kind         VARCHAR: 'kernel' | 'memcpy' | 'memset'
+--   op_row_id       BIGINT: kernel_id / copy_id / set_id
+--   launch_call_id  BIGINT: the API call that launched it (api_calls.call_id); for a replayed CUDA graph node the graph
+--                     launch
+--   launch_start_ns BIGINT ns, CPU clock: where it counts as launched: the launching call's start, or for a replayed
+--                     CUDA graph node whose making the trace recorded, the instant the node was made
+--   launch_pid      BIGINT: the process of that launch point
+--   launch_tid      BIGINT: the CPU thread of that launch point
+--   range_id        BIGINT: the layer range (nvtx_ranges.range_id); NULL when none applies
+--   layer           VARCHAR: the range's text (work of a recorded compiled region: the module it is placed on); NULL =
+--                     outside every range
+--   path            VARCHAR: the enclosing range texts outermost -> innermost joined by '/' (a compiled region's work:
+--                     on down its module chain)
+--   depth           BIGINT: 0 = outermost
+--   range_kind      VARCHAR: 'push_pop' | 'start_end'
+--   domain          VARCHAR: the range's NVTX domain; NULL = the default one
+--   pass            VARCHAR: 'forward' | 'backward' | 'optimizer' | NULL (outside every range, neither backward nor
+--                     optimizer work)
+--   bwd_op_id       BIGINT: the autograd backward op (ops.op_id) enclosing the launch; NULL outside one
+--   fwd_op_id       BIGINT: the forward op that backward op is linked to by sequence number (ops.op_id)
+--   op_id           BIGINT: the PyTorch CPU op that launched it (chrome traces: by External id, the lowest op id of it;
+--                     else NULL)
+--   op_name         VARCHAR: that op's name
+--   fused_modules   VARCHAR: for work of a torch.compile'd region the capture recorded, every module the launching
+--                     statement computes (JSON list of qualified names); else NULL
+--   module_chain    VARCHAR[]: for work of a recorded compiled region, the modules below the range around the region
+--                     down to the one it is placed on (qualified names, outermost first: the last is `layer`); else
+--                     NULL
 -- Rules: the launching call is gpu_op_launches'; the layer range, pass and backward link of a launch point are
 -- launch_point_layers' (rules (1)-(4) there); here each operation takes those of its launch point, the range's
 -- path (nvtx_paths) and the PyTorch op with its External id (the lowest op id of that id).

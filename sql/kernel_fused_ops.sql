@@ -2,11 +2,14 @@
 -- `triton_poi_fused_add_mul_silu_0` as add, mul, silu.
 -- Inputs:  kernels, aten_op_names, inductor_kernel_kinds
 -- Output, one row per trace and kernel name of Inductor's form:
---          trace_id, name (the kernel's name)
---          backend    'triton' | 'cpp'; kind: Triton's kernel kind ('pointwise', 'reduction', 'persistent
---                     reduction', 'template', 'foreach'...; NULL for C++ kernels)
---          fused_ops  the ops, in the order the name gives them (Inductor sorts them by name), VARCHAR[]
---          instances, gpu_time_ns: the kernel's launches and their summed duration (ns)
+--   trace_id    VARCHAR: the trace
+--   name        VARCHAR: the kernel's name
+--   backend     VARCHAR: 'triton' | 'cpp'
+--   kind        VARCHAR: Triton's kernel kind ('pointwise', 'reduction', 'persistent reduction', 'template', 'foreach'
+--                 ...); NULL for C++ kernels
+--   fused_ops   VARCHAR[]: the ops, in the order the name gives them (Inductor sorts them by name)
+--   instances   BIGINT: the kernel's launches
+--   gpu_time_ns BIGINT ns: their summed duration
 -- Rule: Inductor names a kernel `triton_<kind>_fused_<op>_<op>..._<n>` (`cpp_fused_<ops>_<n>` on the CPU), joining
 -- the aten ops it fuses with '_', though op names hold underscores themselves (`_to_copy`, `nll_loss_backward`):
 -- the ops are read off the name left to right, each the longest op name (aten_op_names) that the rest of the

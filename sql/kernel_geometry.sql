@@ -1,12 +1,32 @@
 -- kernel_geometry: the launch shape of every kernel, from gridDim/blockDim.
 -- Inputs:  kernels, device_limits (warp size of the kernel's device; 32 when the device is unknown)
--- Output:  trace_id, kernel_id, device_id, name, short_name, start_ns, duration_ns (ns),
---          grid_x..grid_z, block_x..block_z (as recorded), blocks (gridDim product), threads_per_block (blockDim
---          product), warp_size (threads), warps_per_block (ceil(threads_per_block / warp_size): a partial warp
---          occupies a whole warp slot), total_threads (blocks * threads_per_block), total_warps
---          (blocks * warps_per_block), registers_per_thread, static_smem_bytes, dynamic_smem_bytes,
---          smem_per_block_bytes (static + dynamic, what the kernel asked for; the driver's per-block reserve is
---          added in kernel_occupancy), launch_issue (why the derived columns are NULL; NULL for a possible launch)
+-- Output, one row per kernel:
+--   trace_id             VARCHAR: the trace
+--   kernel_id            BIGINT: the kernel (kernels.kernel_id)
+--   device_id            INTEGER: the GPU (CUDA device ordinal)
+--   name                 VARCHAR: the demangled kernel name
+--   short_name           VARCHAR: the name without template arguments and parameters (nsys shortName)
+--   start_ns             BIGINT ns, GPU clock: start of the GPU execution
+--   duration_ns          BIGINT ns: the kernel's GPU time
+--   grid_x               INTEGER blocks: gridDim.x
+--   grid_y               INTEGER blocks: gridDim.y
+--   grid_z               INTEGER blocks: gridDim.z
+--   block_x              INTEGER threads: blockDim.x
+--   block_y              INTEGER threads: blockDim.y
+--   block_z              INTEGER threads: blockDim.z
+--   blocks               BIGINT blocks: gridDim product
+--   threads_per_block    BIGINT threads: blockDim product
+--   warp_size            INTEGER threads: of the kernel's device; 32 when the device is unknown
+--   warps_per_block      BIGINT warps: ceil(threads_per_block / warp_size): a partial warp occupies a whole warp slot
+--   total_threads        HUGEINT threads: blocks * threads_per_block (HUGEINT: past BIGINT for the largest grids;
+--                          DOUBLE in Parquet)
+--   total_warps          HUGEINT warps: blocks * warps_per_block (HUGEINT likewise)
+--   registers_per_thread INTEGER registers: registers per thread
+--   static_smem_bytes    BIGINT bytes: static shared memory per block
+--   dynamic_smem_bytes   BIGINT bytes: dynamic shared memory per block
+--   smem_per_block_bytes BIGINT bytes: static + dynamic: what the kernel asked for (the driver's per-block reserve is
+--                          added in kernel_occupancy)
+--   launch_issue         VARCHAR: why the derived columns are NULL; NULL for a possible launch
 -- Rule: a NULL dimension makes the products NULL (unknown), never 1.  A shape no GPU can launch -- a dimension
 -- below 1 (0 threads), beyond CUDA's limits (gridDim.y/z <= 65535, blockDim <= (1024, 1024, 64), 1024 threads
 -- per block; HIP has the same) -- gives NULL derived columns and a launch_issue

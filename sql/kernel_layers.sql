@@ -1,15 +1,64 @@
 -- kernel_layers: every kernel with the NVTX layer range that launched it and its pass.
 -- Inputs:  gpu_op_layers
--- Output:  all columns of `kernels`, plus
---          launch_call_id, launch_start_ns (ns, CPU clock), launch_pid, launch_tid: the API call that launched it
---          range_id   the layer range (NULL when launched outside every range)
---          layer      that range's text; path: enclosing texts outermost -> innermost joined by '/' (work of a
---                     compiled region the capture recorded: on down the module chain, gpu_op_attribution)
---          depth      0 = outermost; range_kind 'push_pop' | 'start_end'; domain (NULL: default)
---          pass       'forward' | 'backward' | 'optimizer' | NULL
---          bwd_op_id, fwd_op_id: the backward op around the launch and the forward op it was linked to
---          op_id, op_name: the PyTorch CPU op that launched it (chrome traces: by External id; else NULL)
---          fused_modules: the modules a compiled kernel computes (JSON list; NULL outside compiled regions)
+-- Output, one row per kernel:
+--   trace_id                            VARCHAR: the trace
+--   kernel_id                           BIGINT: the kernel (kernels.kernel_id)
+--   device_id                           INTEGER: the GPU (CUDA device ordinal)
+--   context_id                          BIGINT: the CUDA context
+--   stream_id                           BIGINT: the CUDA stream
+--   correlation_id                      BIGINT: CUPTI correlation id: equals the launching api_calls.correlation_id
+--   external_id                         BIGINT: the PyTorch profiler's External id (links to ops.external_id); NULL for
+--                                         nsys
+--   start_ns                            BIGINT ns, GPU clock: start of the GPU execution
+--   end_ns                              BIGINT ns, GPU clock: its end
+--   duration_ns                         BIGINT ns: end_ns - start_ns
+--   name                                VARCHAR: the demangled kernel name
+--   short_name                          VARCHAR: the name without template arguments and parameters (nsys shortName)
+--   grid_x                              INTEGER blocks: gridDim.x
+--   grid_y                              INTEGER blocks: gridDim.y
+--   grid_z                              INTEGER blocks: gridDim.z
+--   block_x                             INTEGER threads: blockDim.x
+--   block_y                             INTEGER threads: blockDim.y
+--   block_z                             INTEGER threads: blockDim.z
+--   registers_per_thread                INTEGER registers: registers per thread
+--   static_smem_bytes                   BIGINT bytes: static shared memory per block
+--   dynamic_smem_bytes                  BIGINT bytes: dynamic shared memory per block
+--   local_mem_per_thread_bytes          BIGINT bytes: local (spill) memory per thread
+--   launch_type                         VARCHAR: Regular, Cooperative ...
+--   graph_id                            BIGINT: the CUDA graph it was launched from; NULL outside a graph
+--   graph_node_id                       BIGINT: its CUDA graph node; NULL outside a graph
+--   pid                                 BIGINT: process of the launching API call (as the trace recorded it)
+--   tid                                 BIGINT: CPU thread of the launching API call (as the trace recorded it)
+--   profiler_blocks_per_sm              DOUBLE: the PyTorch profiler's own `blocks per SM`
+--   profiler_warps_per_sm               DOUBLE: the PyTorch profiler's `warps per SM`
+--   profiler_est_achieved_occupancy_pct DOUBLE %: the PyTorch profiler's `est. achieved occupancy %`
+--   launch_call_id                      BIGINT: the API call that launched it (api_calls.call_id); for a replayed CUDA
+--                                         graph node the graph launch
+--   launch_start_ns                     BIGINT ns, CPU clock: where it counts as launched: the launching call's start,
+--                                         or for a replayed CUDA graph node whose making the trace recorded, the
+--                                         instant the node was made
+--   launch_pid                          BIGINT: the process of that launch point
+--   launch_tid                          BIGINT: the CPU thread of that launch point
+--   range_id                            BIGINT: the layer range (nvtx_ranges.range_id); NULL when none applies
+--   layer                               VARCHAR: the range's text (work of a recorded compiled region: the module it is
+--                                         placed on); NULL = outside every range
+--   path                                VARCHAR: the enclosing range texts outermost -> innermost joined by '/' (a
+--                                         compiled region's work: on down its module chain)
+--   depth                               BIGINT: 0 = outermost
+--   range_kind                          VARCHAR: 'push_pop' | 'start_end'
+--   domain                              VARCHAR: the range's NVTX domain; NULL = the default one
+--   pass                                VARCHAR: 'forward' | 'backward' | 'optimizer' | NULL (outside every range,
+--                                         neither backward nor optimizer work)
+--   bwd_op_id                           BIGINT: the autograd backward op (ops.op_id) enclosing the launch; NULL outside
+--                                         one
+--   fwd_op_id                           BIGINT: the forward op that backward op is linked to by sequence number
+--                                         (ops.op_id)
+--   op_id                               BIGINT: the PyTorch CPU op that launched it (chrome traces: by External id, the
+--                                         lowest op id of it; else NULL)
+--   op_name                             VARCHAR: that op's name
+--   fused_modules                       VARCHAR: for work of a torch.compile'd region the capture recorded, every
+--                                         module the launching statement computes (JSON list of qualified names); else
+--                                         NULL
 -- Rule: the kernel rows of gpu_op_layers (whose header gives the rules: nsys's NVTX projection for forward
 -- work, backward ops linked to their forward op by autograd sequence number, optimizer steps).
 SELECT * EXCLUDE (op_kind, op_row_id, bytes, copy_kind)

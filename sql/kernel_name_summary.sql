@@ -1,9 +1,19 @@
 -- kernel_name_summary: GPU time per kernel name, the numbers of `nsys stats --report cuda_gpu_kern_sum`.
 -- Inputs:  kernel_layers
 -- Output, one row per trace and kernel name (the full demangled name, as nsys groups):
---   trace_id, name, short_name, time_pct (share of the trace's summed kernel time, %), total_ns, instances,
---   avg_ns, med_ns, min_ns, max_ns, stddev_ns (ns), layers (distinct innermost layer paths that launched it),
---   top_path (the path with the most of its time; of tied paths the first in text order, so runs agree).
+--   trace_id   VARCHAR: the trace
+--   name       VARCHAR: the demangled kernel name
+--   short_name VARCHAR: the name without template arguments and parameters (nsys shortName)
+--   time_pct   DOUBLE %: share of the trace's summed kernel time
+--   total_ns   BIGINT ns: summed duration
+--   instances  BIGINT: launches
+--   avg_ns     DOUBLE ns: mean duration
+--   med_ns     DOUBLE ns: median duration (the mean of the two middle ones for an even count)
+--   min_ns     BIGINT ns: shortest duration
+--   max_ns     BIGINT ns: longest duration
+--   stddev_ns  DOUBLE ns: sample standard deviation (n - 1); NULL for one instance, where nsys prints 0.0
+--   layers     BIGINT: distinct innermost layer paths that launched it
+--   top_path   VARCHAR: the path with the most of its time (of tied paths the first in text order)
 -- Rule, as nsys's report defines them: Med is the median of the durations (the mean of the two middle ones
 -- for an even count), StdDev the *sample* standard deviation (n - 1; NULL for one instance, where nsys
 -- prints 0.0), computed from exact integer sums (n*sum(d^2) - sum(d)^2) so that every run gives the same

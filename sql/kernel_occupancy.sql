@@ -1,18 +1,41 @@
 -- kernel_occupancy: theoretical occupancy of every kernel, computed the way cuda_occupancy.h
 -- (cudaOccMaxActiveBlocksPerMultiprocessor) does, from the launch and the device limits.
 -- Inputs:  kernel_geometry, device_limits
--- Output:  trace_id, kernel_id, device_id, projected_device (NULL = traced device; else a --device projection),
---          name, blocks, threads_per_block, warps_per_block, sm_count, max_warps_per_sm, registers_per_thread,
---          registers_per_thread_allocated (= ncu launch__registers_per_thread_allocated), regs_per_warp_allocated,
---          regs_per_block_allocated (registers), smem_per_block_allocated_bytes (static + dynamic + driver reserve,
---          rounded up to the allocation unit = ncu launch__shared_mem_per_block_allocated),
---          limit_blocks, limit_warps, limit_registers, limit_shared_mem (resident blocks per SM each resource allows;
---          2147483647 = no limit, as cudaOccupancy's INT_MAX, for a kernel using no registers / shared memory),
---          resident_blocks_per_sm (min of the four), limiter (first of the tied limits in the order
---          warps, registers, shared_mem, blocks), limiters (all tied, comma-separated),
---          active_warps_per_sm, active_threads_per_sm, theoretical_occupancy_pct (active warps / max warps * 100),
---          est_carveout_bytes (smallest configurable shared-memory carveout holding the resident blocks),
---          occupancy_issue (why resident_blocks_per_sm and what follows from it are NULL; NULL when computed)
+-- Output, one row per kernel:
+--   trace_id                       VARCHAR: the trace
+--   kernel_id                      BIGINT: the kernel (kernels.kernel_id)
+--   device_id                      INTEGER: the GPU (CUDA device ordinal)
+--   projected_device               VARCHAR: NULL = the traced device; else the `--device` preset whose limits are used
+--   name                           VARCHAR: the demangled kernel name
+--   blocks                         BIGINT blocks: gridDim product
+--   threads_per_block              BIGINT threads: blockDim product
+--   warps_per_block                BIGINT warps: whole warps a block takes
+--   sm_count                       INTEGER SMs: the device's
+--   max_warps_per_sm               INTEGER warps: the device's resident warps per SM
+--   registers_per_thread           INTEGER registers: registers per thread
+--   registers_per_thread_allocated INTEGER registers: rounded up as allocated (= ncu
+--                                    launch__registers_per_thread_allocated)
+--   regs_per_warp_allocated        INTEGER registers: ceil(regs * warp_size / unit) * unit
+--   regs_per_block_allocated       BIGINT registers: regs_per_warp_allocated * warps_per_block
+--   smem_per_block_allocated_bytes BIGINT bytes: static + dynamic + driver reserve, rounded up to the allocation unit
+--                                    (= ncu launch__shared_mem_per_block_allocated)
+--   limit_blocks                   INTEGER blocks: resident blocks per SM the block limit allows
+--   limit_warps                    BIGINT blocks: resident blocks per SM the warp limit allows
+--   limit_registers                BIGINT blocks: resident blocks per SM the register file allows (2147483647 = no
+--                                    limit, cudaOccupancy's INT_MAX: no registers used)
+--   limit_shared_mem               BIGINT blocks: resident blocks per SM shared memory allows (2147483647 = no limit:
+--                                    no shared memory used)
+--   resident_blocks_per_sm         BIGINT blocks: the least of the four limits
+--   limiter                        VARCHAR: the first of the tied limits in the order warps, registers, shared_mem,
+--                                    blocks
+--   limiters                       VARCHAR: every tied limit, comma-separated
+--   active_warps_per_sm            BIGINT warps: resident_blocks_per_sm * warps_per_block
+--   active_threads_per_sm          BIGINT threads: resident_blocks_per_sm * threads_per_block
+--   theoretical_occupancy_pct      DOUBLE %: active_warps_per_sm / max_warps_per_sm * 100
+--   est_carveout_bytes             BIGINT bytes: the smallest configurable shared-memory carveout holding the resident
+--                                    blocks
+--   occupancy_issue                VARCHAR: why resident_blocks_per_sm and what follows from it are NULL; NULL when
+--                                    computed
 -- Model (per SM):
 --   warps:     max_warps_per_sm // warps_per_block   (0 when threads_per_block > max_threads_per_block)
 --   registers: regs/warp = ceil(regs * warp_size / 256) * 256; the register file is split over 4 sub-partitions,

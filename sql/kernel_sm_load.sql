@@ -1,10 +1,16 @@
 -- kernel_sm_load: the estimated blocks, threads and warps each SM of the device runs for every kernel.
 -- analyze: on request (one row per kernel and SM: write it with `tracepipe analyze --view kernel_sm_load`)
 -- Inputs:  kernel_waves
--- Output:  trace_id, kernel_id, device_id, sm_id (0 .. sm_count-1, in dispatch order -- not a physical SM id),
---          blocks, threads, warps (assigned to that SM over the whole kernel),
---          thread_ns (threads * block_time_ns: thread-resident time, ns), busy_ns (ceil(blocks / resident) *
---          block_time_ns: time the SM holds at least one of the kernel's blocks, ns)
+-- Output, one row per kernel and SM:
+--   trace_id  VARCHAR: the trace
+--   kernel_id BIGINT: the kernel (kernels.kernel_id)
+--   device_id INTEGER: the GPU (CUDA device ordinal)
+--   sm_id     BIGINT: 0 .. sm_count-1, in dispatch order (not a physical SM id)
+--   blocks    BIGINT blocks: assigned to that SM over the whole kernel
+--   threads   BIGINT threads: assigned to that SM; NULL past 2^63
+--   warps     BIGINT warps: assigned to that SM; NULL past 2^63
+--   thread_ns DOUBLE ns: threads * block_time_ns: thread-resident time
+--   busy_ns   DOUBLE ns: ceil(blocks / resident) * block_time_ns: time the SM holds at least one of the kernel's blocks
 -- Model: round-robin dispatch, so SM i gets blocks // sm_count blocks plus one if i < blocks % sm_count
 -- (1024 blocks on 132 SMs: SMs 0..99 run 8, SMs 100..131 run 7).  Closed form per SM, not per block.
 -- threads / warps past 2^63 on one SM (only a grid near the largest legal one does that) are NULL, not an error.

@@ -2,22 +2,41 @@
 -- ncu measured per SM (blocks launched, active cycles, warp instructions: .min/.max/.avg over the SMs).
 -- Inputs:  ncu_kernels (grid, block, NVTX stack), ncu_kernel_metrics (occupancy limits, duration, launch__sm_count
 --          and the per-SM .min/.max/.avg counters of `tracepipe capture ncu --sm-counters`, pivoted there once)
--- Output, one row per launch:
---   trace_id, launch_id, layer (innermost NVTX range), name, blocks, threads_per_block, sm_count,
---   resident_blocks_per_sm (ncu's own limit: the least of launch__occupancy_limit_*), duration_ns,
---   model_max_blocks (ceil(blocks / sm_count)), model_min_blocks (blocks // sm_count), model_mean_blocks
---   (blocks / sm_count), model_block_imbalance (max / mean), model_idle_sms (SMs without a block),
---   model_max_rounds (ceil(model_max_blocks / resident): rounds of resident blocks the busiest SM runs),
---   model_mean_rounds (mean over SMs of ceil(blocks on it / resident)), model_round_imbalance (max / mean rounds:
---   what the model predicts for active cycles when every block takes the same time),
---   ctas_min, ctas_max, ctas_avg (sm__ctas_launched: blocks each SM ran), cycles_min, cycles_max, cycles_avg
---   (sm__cycles_active: cycles each SM had a block resident), inst_min, inst_max, inst_avg (sm__inst_executed:
---   warp instructions per SM),
---   measured_block_imbalance (ctas_max / ctas_avg), measured_cycle_imbalance (cycles_max / cycles_avg),
---   measured_inst_imbalance (inst_max / inst_avg),
---   blocks_as_modelled (ncu's per-SM block min and max equal the model's: dispatch was round-robin-even),
---   cycle_vs_model (measured_cycle_imbalance / model_round_imbalance: 1 = the model's time spread holds;
---   > 1 = SMs differ more than block counts explain, e.g. a block's time depends on where its tile lies).
+-- Output, one row per ncu launch:
+--   trace_id                 VARCHAR: the ncu trace
+--   launch_id                BIGINT: ncu's ID of the launch
+--   layer                    VARCHAR: the innermost NVTX range ncu recorded (--nvtx)
+--   name                     VARCHAR: ncu's demangled kernel name
+--   blocks                   BIGINT blocks: gridDim product
+--   threads_per_block        BIGINT threads: blockDim product
+--   sm_count                 BIGINT SMs: launch__sm_count
+--   resident_blocks_per_sm   BIGINT blocks: ncu's own limit: the least of launch__occupancy_limit_*
+--   duration_ns              DOUBLE ns: gpu__time_duration.sum
+--   model_max_blocks         BIGINT blocks: ceil(blocks / sm_count): the busiest SM's under round-robin dispatch
+--   model_min_blocks         BIGINT blocks: blocks // sm_count
+--   model_mean_blocks        DOUBLE blocks: blocks / sm_count
+--   model_block_imbalance    DOUBLE: model_max_blocks / model_mean_blocks
+--   model_idle_sms           BIGINT SMs: SMs without a block
+--   model_max_rounds         BIGINT: ceil(model_max_blocks / resident): rounds of resident blocks the busiest SM runs
+--   model_mean_rounds        DOUBLE: mean over SMs of ceil(blocks on it / resident)
+--   model_round_imbalance    DOUBLE: model_max_rounds / model_mean_rounds: what the model predicts for active cycles
+--                              when every block takes the same time
+--   ctas_min                 DOUBLE blocks: sm__ctas_launched.min: blocks the least loaded SM ran
+--   ctas_max                 DOUBLE blocks: sm__ctas_launched.max: blocks the most loaded SM ran
+--   ctas_avg                 DOUBLE blocks: sm__ctas_launched.avg: mean over SMs
+--   cycles_min               DOUBLE cycles: sm__cycles_active.min: cycles the least busy SM had a block resident
+--   cycles_max               DOUBLE cycles: sm__cycles_active.max
+--   cycles_avg               DOUBLE cycles: sm__cycles_active.avg
+--   inst_min                 DOUBLE warp instructions: sm__inst_executed.min per SM
+--   inst_max                 DOUBLE warp instructions: sm__inst_executed.max per SM
+--   inst_avg                 DOUBLE warp instructions: sm__inst_executed.avg per SM
+--   measured_block_imbalance DOUBLE: ctas_max / ctas_avg
+--   measured_cycle_imbalance DOUBLE: cycles_max / cycles_avg
+--   measured_inst_imbalance  DOUBLE: inst_max / inst_avg
+--   blocks_as_modelled       BOOLEAN: ncu's per-SM block min and max equal the model's: dispatch was round-robin-even
+--   cycle_vs_model           DOUBLE: measured_cycle_imbalance / model_round_imbalance: 1 = the model's time spread
+--                              holds; > 1 = SMs differ more than block counts explain (a block's time depends on where
+--                              its tile lies)
 -- Columns are NULL where a counter was not collected (captures without --sm-counters lack sm__ctas_launched and
 -- sm__inst_executed; ncu's WorkloadDistribution section already gives sm__cycles_active).
 WITH k AS (

@@ -3,25 +3,42 @@
 -- Inputs:  kernel_tile_patterns (pipeline/analyze/tiles.py: one row per library naming scheme), kernel_layers
 --          (timeline kernels with their innermost range), ncu_kernels, ncu_kernel_metrics (measured MACs),
 --          layer_call_shapes (output shape and analytic MACs of one module call)
--- Output, one row per kernel whose name matches a pattern (both timeline kernels and ncu launches):
---   source ('kernels' | 'ncu'), trace_id, kernel_id (kernels row; NULL for ncu), launch_id (ncu ID; NULL for
---   timeline), layer (innermost range text), module_type, name, blocks, grid_z,
---   library, tile_m, tile_n, tile_k (elements; tile_k = reduction step, NULL when the name lacks it),
---   split_k (the name says the grid also splits the reduction),
---   output_elements (elements of the call's first output), out_positions (rows of the output GEMM: N*P*Q of a
---   conv, the leading dims of a Linear), out_channels (conv output channels / Linear out_features),
---   reduction_length (MACs per output element = analytic MACs / output_elements: C_in/groups*R*S of a conv,
---   in_features of a Linear), reduction_channels (input channels of one filter tap), analytic_macs (one call),
---   orientation ('positions_x_channels': tile M over positions; 'channels_x_positions': transposed),
---   batch_split (grid_z when it splits the positions per image, else 1),
---   tiles_needed (batch_split * ceil(rows / (batch_split * tile M)) * ceil(cols / tile N): the fewest tiles
---   covering the output), launched_tiles (output tiles the grid computes, see rule), tiles_per_block,
---   min_coverage (tiles_needed * tile_m * tile_n / output_elements),
---   output_coverage (launched_tiles * tile_m * tile_n / output_elements), reduction_coverage (padded
---   reduction / reduction, per the pattern's reduction_padding; 1 when the name carries no K step),
---   predicted_macs_ratio (output_coverage * reduction_coverage: MACs the kernel does / analytic MACs),
---   measured_macs (ncu FMA + tensor MACs of this launch; NULL for timeline kernels), measured_vs_analytic,
---   reason (why tile columns are NULL; NULL when computed).
+-- Output, one row per kernel whose name matches a pattern (timeline kernels and ncu launches):
+--   source               VARCHAR: 'kernels' | 'ncu'
+--   trace_id             VARCHAR: the trace
+--   kernel_id            BIGINT: the kernels row; NULL for ncu
+--   launch_id            BIGINT: the ncu ID; NULL for timeline kernels
+--   layer                VARCHAR: the innermost range's text
+--   module_type          VARCHAR: the module's class (layer_call_shapes)
+--   name                 VARCHAR: the kernel's name
+--   blocks               BIGINT blocks: gridDim product
+--   grid_z               INTEGER blocks: gridDim.z
+--   library              VARCHAR: the naming scheme matched (kernel_tile_patterns)
+--   tile_m               BIGINT elements: rows of the output tile a block computes
+--   tile_n               BIGINT elements: columns of the output tile
+--   tile_k               BIGINT elements: the reduction step; NULL when the name lacks it
+--   split_k              BOOLEAN: the name says the grid also splits the reduction
+--   output_elements      BIGINT elements: of the call's first output
+--   out_positions        BIGINT: rows of the output GEMM: N*P*Q of a conv, the leading dims of a Linear
+--   out_channels         BIGINT: conv output channels / Linear out_features
+--   reduction_length     BIGINT MACs: per output element = analytic MACs / output_elements (C_in/groups*R*S of a conv,
+--                          in_features of a Linear)
+--   reduction_channels   BIGINT: input channels of one filter tap
+--   analytic_macs        BIGINT MACs: of one module call
+--   orientation          VARCHAR: 'positions_x_channels' (tile M over positions) | 'channels_x_positions' (transposed)
+--   batch_split          INTEGER: grid_z when it splits the positions per image, else 1
+--   tiles_needed         BIGINT tiles: batch_split * ceil(rows / (batch_split * tile M)) * ceil(cols / tile N): the
+--                          fewest tiles covering the output
+--   launched_tiles       DOUBLE tiles: output tiles the grid computes (see the rule)
+--   tiles_per_block      DOUBLE tiles: launched_tiles / blocks
+--   min_coverage         DOUBLE: tiles_needed * tile_m * tile_n / output_elements
+--   output_coverage      DOUBLE: launched_tiles * tile_m * tile_n / output_elements
+--   reduction_coverage   DOUBLE: padded reduction / reduction, per the pattern's reduction_padding; 1 when the name
+--                          carries no K step
+--   predicted_macs_ratio DOUBLE: output_coverage * reduction_coverage: MACs the kernel does / analytic MACs
+--   measured_macs        DOUBLE MACs: ncu FMA + tensor MACs of this launch; NULL for timeline kernels
+--   measured_vs_analytic DOUBLE: measured_macs / analytic_macs
+--   reason               VARCHAR: why tile columns are NULL; NULL when computed
 -- Rules: the first pattern by priority wins.  Orientation: implicit-GEMM convolutions put positions on tile M;
 -- GEMMs ('either') take the orientation whose tiles_needed is nearest the blocks (cuBLAS transposes).
 -- launched_tiles = blocks when the grid has at least tiles_needed blocks (one tile per block: extra blocks

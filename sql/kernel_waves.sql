@@ -1,23 +1,36 @@
 -- kernel_waves: how many waves of resident blocks each kernel needs, how full its last wave is, and the
 -- closed-form per-SM block split that kernel_sm_load / layer_sm_load expand.
 -- Inputs:  kernel_occupancy, kernel_geometry (duration), device_limits (max_threads_per_sm)
--- Output:  trace_id, kernel_id, device_id, projected_device (NULL = traced device; else a --device projection: the
---          durations stay the traced device's), name, duration_ns (ns), blocks, threads_per_block, warps_per_block,
---          sm_count, resident_blocks_per_sm,
---          waves_per_sm       blocks / (sm_count * resident_blocks_per_sm)  (= ncu launch__waves_per_multiprocessor)
---          waves              ceil of that: dispatch rounds of a full GPU
---          tail_wave_blocks   blocks in the last wave; tail_wave_utilization = tail_wave_blocks / (sm_count * resident)
---          wave_efficiency    blocks / (waves * sm_count * resident): mean fill of the slots over all waves
---          blocks_per_sm      blocks / sm_count (= PyTorch profiler `blocks per SM`)
---          warps_per_sm       blocks_per_sm * threads_per_block / warp_size (= profiler `warps per SM`)
---          est_achieved_occupancy_pct  100 * min(blocks_per_sm, resident) * threads_per_block / max_threads_per_sm
---                             (= profiler `est. achieved occupancy %`, which rounds it to an integer)
---          full_blocks_per_sm (blocks // sm_count), extra_block_sms (blocks % sm_count): under round-robin dispatch
---                             SM ids 0 .. extra_block_sms-1 get full_blocks_per_sm + 1 blocks, the rest full_blocks_per_sm
---          max_blocks_on_sm   ceil(blocks / sm_count); sm_waves_max = ceil(max_blocks_on_sm / resident): rounds the
---                             busiest SM runs
---          block_time_ns      duration_ns / sm_waves_max: the model's time of one round of resident blocks (the
---                             busiest SM sets the kernel's duration; every block is assumed equally long)
+-- Output, one row per kernel with blocks and SMs:
+--   trace_id                   VARCHAR: the trace
+--   kernel_id                  BIGINT: the kernel (kernels.kernel_id)
+--   device_id                  INTEGER: the GPU (CUDA device ordinal)
+--   projected_device           VARCHAR: NULL = the traced device; else a `--device` projection (the durations stay the
+--                                traced device's)
+--   name                       VARCHAR: the demangled kernel name
+--   duration_ns                BIGINT ns: the kernel's GPU time
+--   blocks                     BIGINT blocks: gridDim product
+--   threads_per_block          BIGINT threads: blockDim product
+--   warps_per_block            BIGINT warps: whole warps a block takes
+--   sm_count                   INTEGER SMs: the device's
+--   resident_blocks_per_sm     BIGINT blocks: kernel_occupancy's
+--   waves_per_sm               DOUBLE waves: blocks / (sm_count * resident_blocks_per_sm) (= ncu
+--                                launch__waves_per_multiprocessor)
+--   waves                      BIGINT waves: ceil of that: dispatch rounds of a full GPU
+--   tail_wave_blocks           BIGINT blocks: blocks in the last wave
+--   tail_wave_utilization      DOUBLE: tail_wave_blocks / (sm_count * resident)
+--   wave_efficiency            DOUBLE: blocks / (waves * sm_count * resident): mean fill of the slots over all waves
+--   blocks_per_sm              DOUBLE blocks: blocks / sm_count (= PyTorch profiler `blocks per SM`)
+--   warps_per_sm               DOUBLE warps: blocks_per_sm * threads_per_block / warp_size (= profiler `warps per SM`)
+--   est_achieved_occupancy_pct DOUBLE %: 100 * min(blocks_per_sm, resident) * threads_per_block / max_threads_per_sm (=
+--                                profiler `est. achieved occupancy %`, which rounds it)
+--   full_blocks_per_sm         BIGINT blocks: blocks // sm_count
+--   extra_block_sms            BIGINT SMs: blocks % sm_count: under round-robin dispatch SMs 0 .. extra_block_sms-1 get
+--                                one block more
+--   max_blocks_on_sm           BIGINT blocks: ceil(blocks / sm_count)
+--   sm_waves_max               BIGINT: ceil(max_blocks_on_sm / resident): rounds the busiest SM runs
+--   block_time_ns              DOUBLE ns: duration_ns / sm_waves_max: the model's time of one round of resident blocks
+--   dispatch_resident_blocks   BIGINT blocks: resident_blocks_per_sm for the per-SM time split: 1 where it is 0 or NULL
 -- Estimated, not measured: the dispatch order and equal block times. A resident count of 0 or NULL (the model
 -- says the launch cannot fit, or a limit is unknown) counts as 1 for the per-SM time split.
 -- Sums that can pass 2^63 (blocks + slots for the largest legal grid) are HUGEINT inside; every output fits

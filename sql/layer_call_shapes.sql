@@ -1,12 +1,20 @@
 -- layer_call_shapes: the shape of one call of each annotated module, when all its calls in a forward agree.
 -- Inputs:  layer_shapes (tracepipe capture's layer_shapes.json: one row per module call of one forward)
--- Output:  capture_id, layer, module_type, calls_per_forward, same_calls (every call has the same output shape
---          and MACs), out_shape / in_shape (first output / first input, element counts per dim; NULL when the
---          calls differ), output_elements (product of out_shape), out_channels (Conv*: dim 1 of a batched
---          output; Linear: the last dim; NULL for other modules), out_positions (output_elements / out_channels:
---          N*P*Q of a conv, the leading dims of a Linear), in_channels (same rule on the input),
---          analytic_macs (own MACs of one call; NULL = type not analysed), reduction_length (MACs per output
---          element: C_in/groups*R*S of a conv, in_features of a Linear; NULL unless a whole number)
+-- Output, one row per capture and annotated module:
+--   capture_id        VARCHAR: the capture (tracepipe capture's folder)
+--   layer             VARCHAR: the module's qualified name: its range text
+--   module_type       VARCHAR: the module's class
+--   calls_per_forward BIGINT: calls of the module in one forward
+--   same_calls        BOOLEAN: every call has the same output shape and MACs
+--   out_shape         BIGINT[] elements: the first output's dims; NULL when the calls differ
+--   in_shape          BIGINT[] elements: the first input's dims; NULL when the calls differ
+--   output_elements   BIGINT elements: product of out_shape
+--   out_channels      BIGINT: Conv*: dim 1 of a batched output; Linear: the last dim; NULL for other modules
+--   out_positions     BIGINT: output_elements / out_channels: N*P*Q of a conv, the leading dims of a Linear
+--   in_channels       BIGINT: out_channels' rule on the input
+--   analytic_macs     BIGINT MACs: own MACs of one call; NULL = type not analysed
+--   reduction_length  BIGINT MACs: per output element: C_in/groups*R*S of a conv, in_features of a Linear; NULL unless
+--                       a whole number
 -- Calls that differ (a module reused on different shapes) get NULL shapes: kernels cannot be told apart by
 -- call here, so nothing is mapped rather than the wrong call's shape.
 WITH g AS (

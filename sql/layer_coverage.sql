@@ -1,24 +1,27 @@
 -- layer_coverage: how much of each trace's GPU time has a layer, and when too little does, what the trace lacks
 -- and the capture that would give it one row per trace with GPU operations.
 -- Inputs:  gpu_op_layers, trace_meta, layer_hints
--- Output:  trace_id, source_format (trace_meta's)
---          gpu_ns     summed duration of every GPU operation (kernels, memcpy, memset), ns
---          layered_ns of it, the operations with a layer: a range that is no step (`ProfilerStep#N`, `step`) or in
---                     an optimizer step (pass `optimizer`: its own place), ns
---          no_layer_ns, no_layer_pct: the rest (launched outside every range or only inside a step), ns and % of
---                     gpu_ns
---          backward_ns, backward_unlinked_ns: the backward pass's GPU time, and of it the time with no layer
---                     launched in no backward op linked to a forward op (only autograd's thread says it is
---                     backward), ns
---          no_launch_ns: GPU time with no layer whose launching API call the trace lacks, ns
---          lack       NULL when no_layer_pct is under the warning threshold (10%), else what is missing:
---                     'no_layers' (no operation has a layer: the trace holds no module range or frame),
---                     'no_launch' (most of that time is work whose launching call the trace lacks),
---                     'backward_unlinked' (most backward time with no layer is linked to no forward op), or
---                     'partial' (work launched outside every module range: outside the model, or in modules the
---                     capture did not range)
---          meaning    that, in words; fix: the capture that would give the work a layer (layer_hints, by
---                     source format and lack; NULL for work outside the model, which no capture places)
+-- Output, one row per trace with GPU operations:
+--   trace_id             VARCHAR: the trace
+--   source_format        VARCHAR: trace_meta's
+--   gpu_ns               BIGINT ns: summed duration of every GPU operation (kernels, memcpy, memset)
+--   layered_ns           BIGINT ns: of it, the operations with a layer: a range that is no step (`ProfilerStep#N`,
+--                          `step`), or in an optimizer step (pass `optimizer`: its own place)
+--   no_layer_ns          BIGINT ns: the rest: launched outside every range or only inside a step
+--   no_layer_pct         DOUBLE %: no_layer_ns of gpu_ns
+--   backward_ns          BIGINT ns: the backward pass's GPU time
+--   backward_unlinked_ns BIGINT ns: of it, the time with no layer launched in no backward op linked to a forward op
+--                          (only autograd's thread says it is backward)
+--   no_launch_ns         BIGINT ns: GPU time with no layer whose launching API call the trace lacks
+--   lack                 VARCHAR: NULL when no_layer_pct is under the warning threshold (10%), else what is missing:
+--                          'no_layers' (no operation has a layer: the trace holds no module range or frame),
+--                          'no_launch' (most of that time is work whose launching call the trace lacks),
+--                          'backward_unlinked' (most backward time with no layer is linked to no forward op), or
+--                          'partial' (work launched outside every module range: outside the model, or in modules the
+--                          capture did not range)
+--   meaning              VARCHAR: that, in words
+--   fix                  VARCHAR: the capture that would give the work a layer (layer_hints); NULL for work outside the
+--                          model
 -- Rule: a layer is a range that places work in the model; a step range holds a whole iteration and says nothing
 -- of which layer ran, so work whose innermost range is a step has no layer.  `analysis_warnings` prints a row of
 -- this view per trace whose lack is set.

@@ -1,29 +1,44 @@
 -- layer_kernel_summary: per layer path and kernel launch shape, what the report's kernel table shows: duration
 -- statistics, waves and tail, estimated occupancy and, where ncu ran, ncu's measured achieved occupancy.
 -- Inputs:  kernel_layers, kernel_occupancy, kernel_waves, ncu_kernel_match, ncu_kernel_metrics
--- Output, one row per trace_id, path (NULL = outside every range), short_name, grid, block ('x×y×z'):
---   layer, launches, gpu_time_ns, share_pct (of the trace's kernel time, %), mean_ns, med_ns, min_ns, max_ns,
---   stddev_ns (sample standard deviation, n - 1, as nsys; NULL for one launch; from exact integer sums, so
---   runs agree to the bit) (ns), first_start_ns,
---   threads (threads per launch), regs (registers per thread), theoretical_occupancy_pct (kernel_occupancy's
---   occupancy-calculator estimate, %), limiter (the most common known one; ties: alphabetically first),
---   est_achieved_occupancy_pct (kernel_waves: the estimate capped by the blocks a launch has per SM, %),
---   waves_per_sm (mean of blocks / (SMs x resident blocks)),
---   waves (most dispatch rounds of a launch), tail_fill_pct (mean over launches of the last wave's fill,
---   tail_wave_blocks / (SMs x resident), %; 100 = no partial last wave),
---   ncu_launches (launches with an ncu measurement), ncu_achieved_occupancy_pct (mean of ncu's
---   sm__warps_active.avg.pct_of_peak_sustained_active over them, %), ncu_theoretical_occupancy_pct (ncu's own
---   theoretical occupancy, %).
+-- Output, one row per trace, path, short_name, grid and block:
+--   trace_id                      VARCHAR: the trace
+--   path                          VARCHAR: the layer path; NULL = outside every range
+--   layer                         VARCHAR: the innermost range's text
+--   short_name                    VARCHAR: the name without template arguments and parameters (nsys shortName)
+--   grid                          VARCHAR blocks: 'x×y×z'
+--   block                         VARCHAR threads: 'x×y×z'
+--   launches                      BIGINT: kernel launches
+--   gpu_time_ns                   BIGINT ns: their summed duration
+--   share_pct                     DOUBLE %: of the trace's kernel time
+--   mean_ns                       DOUBLE ns: mean duration
+--   med_ns                        DOUBLE ns: median duration
+--   min_ns                        BIGINT ns: shortest
+--   max_ns                        BIGINT ns: longest
+--   stddev_ns                     DOUBLE ns: sample standard deviation (n - 1, as nsys; NULL for one launch; from exact
+--                                   integer sums)
+--   first_start_ns                BIGINT ns, GPU clock: the first launch's start
+--   threads                       DOUBLE threads: threads per launch (mean)
+--   regs                          INTEGER registers: registers per thread
+--   theoretical_occupancy_pct     DOUBLE %: kernel_occupancy's occupancy-calculator estimate (mean)
+--   limiter                       VARCHAR: the most common known limiter; ties: alphabetically first
+--   est_achieved_occupancy_pct    DOUBLE %: kernel_waves' estimate capped by the blocks a launch has per SM (mean)
+--   waves_per_sm                  DOUBLE waves: mean of blocks / (SMs x resident blocks)
+--   waves                         BIGINT waves: most dispatch rounds of a launch
+--   tail_fill_pct                 DOUBLE %: mean over launches of the last wave's fill (100 = no partial last wave)
+--   ncu_launches                  BIGINT: launches with an ncu measurement
+--   ncu_achieved_occupancy_pct    DOUBLE %: mean of ncu's sm__warps_active.avg.pct_of_peak_sustained_active over them
+--   ncu_theoretical_occupancy_pct DOUBLE %: ncu's own theoretical occupancy (mean)
 -- ncu rule: a timeline kernel's measurement is the ncu launch ncu_kernel_match pairs it with, from an ncu trace of
 -- the same capture (trace id without its last '.'-part, as layer_macs pairs them); several ncu traces of one
 -- capture (raw and details pages) are averaged.  No ncu run of the capture: the ncu columns are NULL.
 -- Means of DOUBLE columns are exact sums over DECIMAL(38, 18) (each value rounded once, at 1e-18), divided once:
 -- the same trace gives the same bits in any folder and any thread split, with no per-group list or sort (the
--- list of 10M launches' values that an ordered float sum needed ran analyze of 10M kernels out of a 3 GB limit).
--- Two aggregates over the kernels, one joining kernel_occupancy, the other kernel_waves, joined per group at the end:
--- one 10M-row hash table each rather than both at once (10M kernels at a 1.7 GB limit: 9.1 -> 5.4 CPU-s, 1.1 GB
--- spilled -> none; analyze_10m_memory_s33.txt), and the limiter counted per group and limiter in the first, not
--- by mode(), which DuckDB computes by reading its input twice (holding the 10M rows with their strings for it).
+-- ordered float sum such a list allows does not fit big traces: docs/benchmarks.md).
+-- Plan: two aggregates over the kernels, one joining kernel_occupancy, the other kernel_waves, joined per group at
+-- the end: one big hash table each rather than both at once, and the limiter counted per group and limiter in the
+-- first, not by mode(), which DuckDB computes by reading its input twice (docs/benchmarks.md,
+-- analyze_10m_memory_s33.txt).
 WITH ncu AS (
     SELECT m.trace_id, m.kernel_id, avg(x.achieved_occupancy_pct ORDER BY m.ncu_trace_id) AS achieved_pct,
            avg(x.theoretical_occupancy_pct ORDER BY m.ncu_trace_id) AS theoretical_pct

@@ -4,16 +4,28 @@
 --          ncu_kernels, ncu_kernel_metrics (ncu with --nvtx, one forward)
 -- Join rule: a capture folder's traces have trace ids `<capture_id>.<file stem>` (pipeline.store.trace_id_for),
 --          so a trace's capture is its id without the last '.'-part; `layer` is the exact range text.
--- Output:  capture_id, layer, module_type, calls_per_forward (calls of the module in one forward),
---          analytic_macs (own MACs of one forward: sum over its calls; NULL = type not analysed),
---          analytic_macs_inclusive (with everything inside it), macs_complete (FALSE: a lower bound),
---          trace_id (nsys/chrome trace; NULL when the capture has none), forwards (range calls / calls_per_forward),
---          kernels, gpu_time_ns (kernels whose innermost range is this layer, all forwards, ns),
---          gpu_time_per_forward_ns, analytic_macs_per_s (analytic_macs * forwards / gpu time, MAC/s),
---          ncu_trace_id, ncu_launches, measured_fma_inst, measured_tensor_macs, measured_macs (per forward:
---          ncu profiles one forward; a --launch-count cut short leaves the later layers low or NULL),
---          measured_vs_analytic (measured_macs / analytic_macs; > 1 where kernels do extra work such as padding,
---          < 1 where a kernel's FMAs are not counted, e.g. a tensor type whose counter was not collected).
+-- Output, one row per capture, timeline trace and layer:
+--   capture_id              VARCHAR: the capture
+--   layer                   VARCHAR: the module's range text
+--   module_type             VARCHAR: the module's class
+--   calls_per_forward       BIGINT: calls of the module in one forward
+--   analytic_macs           BIGINT MACs: own MACs of one forward: the sum over its calls; NULL = type not analysed
+--   analytic_macs_inclusive BIGINT MACs: with everything inside it
+--   macs_complete           BOOLEAN: false: a lower bound (a module inside it not analysed)
+--   trace_id                VARCHAR: the nsys / chrome trace; NULL when the capture has none
+--   forwards                DOUBLE: range calls / calls_per_forward
+--   kernels                 HUGEINT: kernels whose innermost range is this layer, all forwards
+--   gpu_time_ns             BIGINT ns: their summed duration
+--   gpu_time_per_forward_ns DOUBLE ns: gpu_time_ns / forwards
+--   analytic_macs_per_s     DOUBLE MAC/s: analytic_macs * forwards / GPU time
+--   ncu_trace_id            VARCHAR: the ncu trace of the capture; NULL without one
+--   ncu_launches            BIGINT: its launches in this layer
+--   measured_fma_inst       DOUBLE instructions: ncu's FMA thread instructions, per forward
+--   measured_tensor_macs    DOUBLE MACs: ncu's tensor-core MACs, per forward
+--   measured_macs           DOUBLE MACs: measured_fma_inst + measured_tensor_macs (ncu profiles one forward; a
+--                             --launch-count cut short leaves later layers low or NULL)
+--   measured_vs_analytic    DOUBLE: measured_macs / analytic_macs: > 1 where kernels do extra work such as padding, < 1
+--                             where a kernel's FMAs are not counted (a tensor type whose counter was not collected)
 -- Kernels count under their innermost range only, as in layer_summary: a container's own row (layer1.0) holds
 -- just the kernels its own forward launched (residual add), matching its own analytic_macs, not the inclusive.
 WITH shapes AS (

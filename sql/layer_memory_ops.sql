@@ -1,10 +1,17 @@
 -- layer_memory_ops: memory operations (memcpy by direction, memset) per layer path.
 -- Inputs:  gpu_op_layers
 -- Output, one row per trace, path and operation kind:
---   trace_id, path, layer (NULL = launched outside every range), op_kind ('memcpy' | 'memset'),
---   copy_kind (nsys/CUPTI direction: Host-to-Device, Device-to-Host, Device-to-Device, ...; NULL for memset),
---   count, bytes (B), duration_ns (summed GPU time, ns), mean_ns, gb_per_s (bytes / duration: GB/s, 1e9 B/s),
---   share_of_path_gpu_ns (% of the path's GPU time, kernels + memory operations).
+--   trace_id             VARCHAR: the trace
+--   path                 VARCHAR: the layer path; NULL = launched outside every range
+--   layer                VARCHAR: the innermost range's text
+--   op_kind              VARCHAR: 'memcpy' | 'memset'
+--   copy_kind            VARCHAR: the copy's direction (HtoD, DtoH, DtoD ...); NULL for memset
+--   count                BIGINT: operations
+--   bytes                BIGINT bytes: moved or set
+--   duration_ns          BIGINT ns: summed GPU time
+--   mean_ns              DOUBLE ns: mean GPU time
+--   gb_per_s             DOUBLE GB/s: bytes / duration_ns (1e9 bytes a second)
+--   share_of_path_gpu_ns DOUBLE %: of the path's GPU time, kernels and memory operations
 -- Rule: the same attribution as kernels (gpu_op_layers: the range enclosing the launching API call), so the
 -- rows add up to the trace's memcpy/memset totals and to layer_summary's memcpy_*/memset_* columns.
 SELECT trace_id, path, any_value(layer) AS layer, op_kind, copy_kind, count(*) AS count,

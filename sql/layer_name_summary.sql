@@ -1,12 +1,35 @@
 -- layer_name_summary: the per-layer rollup folded over paths: one row per trace and layer name
 -- (e.g. every `relu` call, wherever it sits in the model).
 -- Inputs:  layer_summary, kernel_layers
--- Output:  trace_id, layer (NULL = outside every range), paths (distinct paths), calls, kernels,
---          launches_per_call, gpu_time_ns, mean_ns, min_ns, max_ns (ns), share_pct (%),
---          first_start_ns, last_start_ns (ns), distinct_kernels, and layer_summary's split by pass and memory
---          operations summed: forward_kernels, backward_kernels, optimizer_kernels, forward_gpu_time_ns,
---          backward_gpu_time_ns, optimizer_gpu_time_ns (ns), memcpy_count, memcpy_bytes, memcpy_ns,
---          memset_count, memset_bytes, memset_ns, gpu_ops
+-- Output, one row per trace and layer name:
+--   trace_id              VARCHAR: the trace
+--   layer                 VARCHAR: the innermost range's text; NULL = outside every range
+--   paths                 BIGINT: distinct paths with this layer
+--   calls                 BIGINT: range instances with this path, not counting those made while a CUDA graph was being
+--                           captured
+--   kernels               BIGINT: kernels attributed to the path as innermost
+--   launches_per_call     DOUBLE: kernels / calls
+--   gpu_time_ns           BIGINT ns: their summed duration
+--   mean_ns               DOUBLE ns: mean kernel duration
+--   min_ns                BIGINT ns: shortest kernel
+--   max_ns                BIGINT ns: longest kernel
+--   share_pct             DOUBLE %: of the trace's total kernel time
+--   first_start_ns        BIGINT ns, GPU clock: the first kernel's start
+--   last_start_ns         BIGINT ns, GPU clock: the last kernel's start
+--   distinct_kernels      BIGINT: distinct kernel short names
+--   forward_kernels       BIGINT: kernels of the forward pass
+--   backward_kernels      BIGINT: kernels of the backward pass
+--   optimizer_kernels     BIGINT: kernels of optimizer steps
+--   forward_gpu_time_ns   BIGINT ns: their summed duration
+--   backward_gpu_time_ns  BIGINT ns: their summed duration
+--   optimizer_gpu_time_ns BIGINT ns: their summed duration (kernels of no pass are in none of the three)
+--   memcpy_count          BIGINT: copies attributed by the same rule as kernels
+--   memcpy_bytes          BIGINT bytes: copied
+--   memcpy_ns             BIGINT ns: their GPU time
+--   memset_count          BIGINT: memsets
+--   memset_bytes          BIGINT bytes: set
+--   memset_ns             BIGINT ns: their GPU time
+--   gpu_ops               BIGINT: kernels + memcpy + memset: what nsys's nvtx_gpu_proj_sum counts per range
 WITH names AS (
     SELECT trace_id, layer, count(DISTINCT name) AS distinct_kernels FROM kernel_layers GROUP BY ALL
 )

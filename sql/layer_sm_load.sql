@@ -1,9 +1,18 @@
 -- layer_sm_load: per NVTX layer, the estimated work each SM did, summed over the layer's kernels.
 -- Inputs:  kernel_layers (path, layer of each kernel), kernel_waves (closed-form per-SM split)
--- Output:  trace_id, device_id, path ('step/conv1'; NULL = kernels launched outside every range), layer,
---          sm_count, sm_id (0 .. sm_count-1, dispatch order), kernels (kernels of the layer), blocks, threads,
---          warps (assigned to that SM), thread_ns (sum over kernels of threads on the SM * block_time_ns:
---          thread-resident time, ns), busy_ns (sum of the time the SM held >= 1 block of the kernel, ns)
+-- Output, one row per trace, device, layer path and SM:
+--   trace_id  VARCHAR: the trace
+--   device_id INTEGER: the GPU (CUDA device ordinal)
+--   path      VARCHAR: the layer path ('step/conv1'); NULL = kernels launched outside every range
+--   layer     VARCHAR: the innermost range's text
+--   sm_count  INTEGER SMs: the device's
+--   sm_id     BIGINT: 0 .. sm_count-1, in dispatch order (not a physical SM id)
+--   kernels   BIGINT: kernels of the layer
+--   blocks    BIGINT blocks: assigned to that SM, summed over the layer's kernels
+--   threads   BIGINT threads: assigned to that SM; NULL past 2^63
+--   warps     BIGINT warps: assigned to that SM; NULL past 2^63
+--   thread_ns DOUBLE ns: sum over kernels of threads on the SM * block_time_ns: thread-resident time
+--   busy_ns   DOUBLE ns: sum over kernels of the time the SM held at least one of its blocks
 -- Model (see kernel_sm_load): SM i runs blocks // sm_count blocks of each kernel plus one more if
 -- i < blocks % sm_count; each round of resident blocks lasts block_time_ns = duration / rounds of the busiest SM.
 -- Scalable: kernels are first reduced per layer to one "every SM" sum plus, for each distinct remainder r,

@@ -1,14 +1,29 @@
 -- layer_sm_spread: ncu's measured per-SM spread rolled up per layer and kernel, beside the round-robin model's.
 -- Inputs:  kernel_sm_spread
--- Output, one row per ncu trace, layer and kernel (ncu's demangled name) with a measured per-SM counter:
---   capture_id (the ncu trace id without its last '.'-part: the capture its timeline traces share), trace_id,
---   layer (innermost NVTX range; NULL without --nvtx), name, launches, blocks (per launch, mean), sm_count,
---   ctas_min, ctas_avg, ctas_max (blocks one SM ran: min / mean / max over SMs and launches),
---   cycles_min, cycles_avg, cycles_max (sm__cycles_active per SM: min / mean / max over SMs and launches),
---   inst_min, inst_avg, inst_max (warp instructions per SM, likewise),
---   block_max_over_avg, cycle_max_over_avg, inst_max_over_avg (the per-launch max / avg ratio, mean over launches:
---   1 = every SM did the same), model_round_max_over_avg (the model's predicted ratio for cycles, mean over
---   launches), cycle_vs_model (measured / modelled cycle ratio, mean over launches).
+-- Output, one row per ncu trace, layer and kernel with a measured per-SM counter:
+--   capture_id               VARCHAR: the ncu trace id without its last '.'-part: the capture its timeline traces share
+--   trace_id                 VARCHAR: the ncu trace
+--   layer                    VARCHAR: the innermost NVTX range; NULL without --nvtx
+--   name                     VARCHAR: ncu's demangled kernel name
+--   launches                 BIGINT: ncu launches
+--   blocks                   DOUBLE blocks: per launch, mean
+--   sm_count                 BIGINT SMs: launch__sm_count
+--   ctas_min                 DOUBLE blocks: blocks one SM ran: the least over SMs and launches
+--   ctas_avg                 DOUBLE blocks: the mean over SMs and launches
+--   ctas_max                 DOUBLE blocks: the most over SMs and launches
+--   cycles_min               DOUBLE cycles: sm__cycles_active per SM: the least over SMs and launches
+--   cycles_avg               DOUBLE cycles: the mean
+--   cycles_max               DOUBLE cycles: the most
+--   inst_min                 DOUBLE warp instructions: sm__inst_executed per SM: the least over SMs and launches
+--   inst_avg                 DOUBLE warp instructions: the mean
+--   inst_max                 DOUBLE warp instructions: the most
+--   block_max_over_avg       DOUBLE: the per-launch max / avg of blocks per SM, mean over launches: 1 = every SM did
+--                              the same
+--   cycle_max_over_avg       DOUBLE: likewise for active cycles
+--   inst_max_over_avg        DOUBLE: likewise for warp instructions
+--   model_round_max_over_avg DOUBLE: the model's predicted ratio for cycles, mean over launches
+--   cycle_vs_model           DOUBLE: measured / modelled cycle ratio, mean over launches
+--   first_launch_id          BIGINT: the lowest ncu ID among the launches (the rows' order)
 -- min over launches of each launch's per-SM min, max of the per-SM max, mean of the per-SM means: with one
 -- launch per row (ncu measures one forward) these are ncu's own .min/.max/.avg.
 SELECT regexp_replace(trace_id, '\.[^.]*$', '') AS capture_id, trace_id, layer, name, count(*) AS launches,

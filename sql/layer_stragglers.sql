@@ -1,10 +1,18 @@
 -- layer_stragglers: per job and layer path, the slowest rank and how far it is behind the typical (median) rank.
 -- Inputs:  rank_layer_time, rank_jobs (which traces are ranks of one job: ranks of unrelated runs are never compared)
--- Output:  job (rank_jobs.job), path, layer, depth, ranks (traces of the job that ran the path),
---          slowest_trace_id, slowest_rank, slowest_host, slowest_gpu_time_ns (ns),
---          median_gpu_time_ns (ns, the median over those ranks; the mean of the two middle ones for an even count),
---          excess_ns (slowest - median, ns: roughly what every other rank waits at the next collective),
---          slowdown (slowest / median; NULL when the median is 0)
+-- Output, one row per job and layer path:
+--   job                 VARCHAR: the job (rank_jobs.job)
+--   path                VARCHAR: the layer path; NULL = outside every range
+--   layer               VARCHAR: the innermost range's text
+--   depth               BIGINT: 0 = outermost
+--   ranks               BIGINT: traces of the job that ran the path
+--   slowest_trace_id    VARCHAR: the slowest rank's trace (ties: the lower rank, then trace id)
+--   slowest_rank        INTEGER: its rank (trace_meta.rank)
+--   slowest_host        VARCHAR: its host
+--   slowest_gpu_time_ns BIGINT ns: its GPU time on the path
+--   median_gpu_time_ns  DOUBLE ns: the median over the job's ranks that ran it
+--   excess_ns           DOUBLE ns: slowest - median: roughly what every other rank waits at the next collective
+--   slowdown            DOUBLE: slowest / median; NULL when the median is 0
 -- Ties go to the lower rank, then trace id. Sorted by excess_ns, the layers worth looking at first.
 WITH ranked AS (
     SELECT t.*, j.job,

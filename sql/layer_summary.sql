@@ -1,16 +1,37 @@
 -- layer_summary: per-layer GPU rollup, one row per trace and range path (plus one for work outside any range).
 -- Inputs:  gpu_op_layers, kernel_layers, nvtx_paths, api_calls
--- Output:  trace_id, path, layer (innermost range text; NULL = launched outside every range), depth,
---          calls (range instances with this path, not counting those made while a CUDA graph was being
---          captured: those calls ran no kernels), kernels (attributed to the path as innermost),
---          launches_per_call, gpu_time_ns, mean_ns, min_ns, max_ns (kernel durations, ns),
---          share_pct (of the trace's total kernel time, %), first_start_ns, last_start_ns (GPU clock, ns),
---          distinct_kernels, kernel_names (distinct short names, by total time),
---          forward_kernels, backward_kernels, optimizer_kernels, forward_gpu_time_ns, backward_gpu_time_ns,
---          optimizer_gpu_time_ns (the same kernels split by pass, ns; kernels of no pass are in neither),
---          memcpy_count, memcpy_bytes, memcpy_ns, memset_count, memset_bytes, memset_ns (memory operations
---          attributed by the same rule as kernels), gpu_ops (kernels + memcpy + memset: what nsys's
---          nvtx_gpu_proj_sum counts per range)
+-- Output, one row per trace and range path (plus one for work outside every range):
+--   trace_id              VARCHAR: the trace
+--   path                  VARCHAR: the range texts outermost -> innermost joined by '/'; NULL = launched outside every
+--                           range
+--   layer                 VARCHAR: the innermost range's text; NULL = outside every range
+--   depth                 BIGINT: 0 = outermost
+--   calls                 BIGINT: range instances with this path, not counting those made while a CUDA graph was being
+--                           captured
+--   kernels               BIGINT: kernels attributed to the path as innermost
+--   launches_per_call     DOUBLE: kernels / calls
+--   gpu_time_ns           BIGINT ns: their summed duration
+--   mean_ns               DOUBLE ns: mean kernel duration
+--   min_ns                BIGINT ns: shortest kernel
+--   max_ns                BIGINT ns: longest kernel
+--   share_pct             DOUBLE %: of the trace's total kernel time
+--   first_start_ns        BIGINT ns, GPU clock: the first kernel's start
+--   last_start_ns         BIGINT ns, GPU clock: the last kernel's start
+--   distinct_kernels      BIGINT: distinct kernel short names
+--   kernel_names          VARCHAR: the distinct short names, by total time
+--   forward_kernels       BIGINT: kernels of the forward pass
+--   backward_kernels      BIGINT: kernels of the backward pass
+--   optimizer_kernels     BIGINT: kernels of optimizer steps
+--   forward_gpu_time_ns   BIGINT ns: their summed duration
+--   backward_gpu_time_ns  BIGINT ns: their summed duration
+--   optimizer_gpu_time_ns BIGINT ns: their summed duration (kernels of no pass are in none of the three)
+--   memcpy_count          BIGINT: copies attributed by the same rule as kernels
+--   memcpy_bytes          BIGINT bytes: copied
+--   memcpy_ns             BIGINT ns: their GPU time
+--   memset_count          BIGINT: memsets
+--   memset_bytes          BIGINT bytes: set
+--   memset_ns             BIGINT ns: their GPU time
+--   gpu_ops               BIGINT: kernels + memcpy + memset: what nsys's nvtx_gpu_proj_sum counts per range
 -- Pass is a column split, not a row split: one row per path keeps `calls` and `launches_per_call` per module.
 -- Kernels count under their innermost range only, so the rows of a trace add up to its total kernel time.
 WITH per_path AS (

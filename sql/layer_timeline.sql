@@ -1,10 +1,23 @@
 -- layer_timeline: one row per range instance: its CPU span and the GPU span of the kernels it launched.
 -- Inputs:  nvtx_paths, nvtx_ranges (parent_id), kernel_layers
--- Output:  trace_id, range_id, path, layer, depth, pid, tid,
---          cpu_start_ns, cpu_end_ns, cpu_duration_ns (CPU clock, ns),
---          kernels (launched inside it, its sub-ranges included), gpu_start_ns, gpu_end_ns (GPU clock, ns),
---          gpu_span_ns (first kernel start to last kernel end), gpu_busy_ns (sum of kernel durations),
---          launch_latency_mean_ns, launch_latency_max_ns (kernel start minus launch call start, ns)
+-- Output, one row per range instance:
+--   trace_id               VARCHAR: the trace
+--   range_id               BIGINT: the range (nvtx_ranges.range_id)
+--   path                   VARCHAR: its path: range texts outermost -> innermost joined by '/'
+--   layer                  VARCHAR: its text
+--   depth                  INTEGER: 0 = outermost
+--   pid                    BIGINT: the range's process
+--   tid                    BIGINT: the range's CPU thread
+--   cpu_start_ns           BIGINT ns, CPU clock: the range's start
+--   cpu_end_ns             BIGINT ns, CPU clock: its end
+--   cpu_duration_ns        BIGINT ns: cpu_end_ns - cpu_start_ns
+--   kernels                BIGINT: kernels launched inside it, its sub-ranges included
+--   gpu_start_ns           BIGINT ns, GPU clock: the first of them's start
+--   gpu_end_ns             BIGINT ns, GPU clock: the last end
+--   gpu_span_ns            BIGINT ns: gpu_end_ns - gpu_start_ns
+--   gpu_busy_ns            BIGINT ns: summed kernel durations
+--   launch_latency_mean_ns DOUBLE ns: mean of kernel start minus launching call start
+--   launch_latency_max_ns  BIGINT ns: largest of them
 -- A range's kernels include those of the ranges nested in it (a `step` spans all its layers), found by
 -- walking each innermost range up its parents once per nesting level.
 WITH RECURSIVE up AS (

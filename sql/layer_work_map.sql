@@ -3,27 +3,48 @@
 --          blocks, the round-robin split), layer_call_shapes (output elements and analytic MACs of one call),
 --          kernel_tiles (tile of compute kernels), device_limits (projected_device)
 -- Output, one row per timeline kernel:
---   trace_id, kernel_id, device_id, projected_device (NULL = the traced device; else the device whose limits
---   the SM columns assume: a projection), path, layer, module_type, name,
---   output_elements (elements of one call's first output), analytic_macs (one call),
---   blocks, threads_per_block, total_threads,
---   outputs_per_block, outputs_per_thread (output_elements / blocks, / total_threads: an even split of the call's
---   output over the kernel's blocks and threads),
---   is_mac_kernel (the name matches kernel_tile_patterns: a GEMM / conv / attention kernel), mac_kernels_in_call
---   (such kernels launched by the same call), macs_per_block, macs_per_thread (the call's MACs over this kernel's
---   blocks / threads when it is the call's only MAC kernel; 0 for the other kernels of the call: layout
---   transforms, bias, activation; NULL with a reason when several kernels share the MACs),
---   tile_m, tile_n (output tile per block from the name), tile_outputs_per_block (tile_m * tile_n *
---   tiles_per_block: padded outputs a block computes), output_coverage, predicted_macs_ratio (kernel_tiles),
---   sm_count, resident_blocks_per_sm, waves,
---   max_blocks_per_sm, min_blocks_per_sm, sms_at_max (round-robin dispatch: sms_at_max SMs run max_blocks_per_sm
---   blocks, the rest min_blocks_per_sm), idle_sms,
---   outputs_per_sm_max, outputs_per_sm_min, macs_per_sm_max, macs_per_sm_min (blocks on that SM * per block),
---   reason (why shape-derived columns are NULL; NULL when all are known).
+--   trace_id               VARCHAR: the trace
+--   kernel_id              BIGINT: the kernel (kernels.kernel_id)
+--   device_id              INTEGER: the GPU (CUDA device ordinal)
+--   projected_device       VARCHAR: NULL = the traced device; else the device whose limits the SM columns assume
+--   path                   VARCHAR: the layer path
+--   layer                  VARCHAR: the innermost range's text: the module call
+--   module_type            VARCHAR: the module's class
+--   name                   VARCHAR: the demangled kernel name
+--   output_elements        BIGINT elements: of one call's first output
+--   analytic_macs          BIGINT MACs: of one call
+--   blocks                 BIGINT blocks: gridDim product
+--   threads_per_block      BIGINT threads: blockDim product
+--   total_threads          BIGINT threads: blocks * threads_per_block
+--   outputs_per_block      DOUBLE elements: output_elements / blocks: an even split of the call's output over the
+--                            blocks
+--   outputs_per_thread     DOUBLE elements: output_elements / total_threads
+--   is_mac_kernel          BOOLEAN: the name matches kernel_tile_patterns (a GEMM / conv / attention kernel)
+--   mac_kernels_in_call    BIGINT: such kernels launched by the same call
+--   macs_per_block         DOUBLE MACs: the call's MACs over this kernel's blocks when it is the call's only MAC
+--                            kernel; 0 for the call's other kernels; NULL with a reason when several share the MACs
+--   macs_per_thread        DOUBLE MACs: likewise over its threads
+--   tile_m                 BIGINT elements: output tile rows per block (kernel_tiles)
+--   tile_n                 BIGINT elements: output tile columns per block
+--   tile_outputs_per_block DOUBLE elements: tile_m * tile_n * tiles_per_block: padded outputs a block computes
+--   output_coverage        DOUBLE: kernel_tiles'
+--   predicted_macs_ratio   DOUBLE: kernel_tiles'
+--   sm_count               INTEGER SMs: the device's
+--   resident_blocks_per_sm BIGINT blocks: kernel_occupancy's
+--   waves                  BIGINT waves: kernel_waves'
+--   max_blocks_per_sm      BIGINT blocks: round-robin dispatch: sms_at_max SMs run this many
+--   min_blocks_per_sm      BIGINT blocks: the other SMs this many
+--   sms_at_max             BIGINT SMs: SMs running max_blocks_per_sm
+--   idle_sms               BIGINT SMs: SMs without a block
+--   outputs_per_sm_max     DOUBLE elements: max_blocks_per_sm * outputs_per_block
+--   outputs_per_sm_min     DOUBLE elements: min_blocks_per_sm * outputs_per_block
+--   macs_per_sm_max        DOUBLE MACs: max_blocks_per_sm * macs_per_block
+--   macs_per_sm_min        DOUBLE MACs: min_blocks_per_sm * macs_per_block
+--   reason                 VARCHAR: why shape-derived columns are NULL; NULL when all are known
 -- Per-SM figures are the dispatch model of kernel_sm_load (estimated, not measured): kernel_sm_spread compares
 -- it with ncu's per-SM counters.
 WITH k AS (   -- name and device from kernel_layers, not kernel_waves: the join's hash table (on kernel_waves) then
-             -- holds no kernel name (10M kernels at a 1.6 GB limit: 59.6 -> 8.7 CPU-s; analyze_10m_memory_s33.txt)
+             -- holds no kernel name (docs/benchmarks.md, analyze_10m_memory_s33.txt)
     SELECT l.trace_id, l.kernel_id, l.range_id, l.path, l.layer, l.device_id, l.name, w.blocks,
            w.threads_per_block, try_cast(w.blocks::HUGEINT * w.threads_per_block AS BIGINT) AS total_threads, w.sm_count,
            w.resident_blocks_per_sm, w.waves, w.full_blocks_per_sm, w.extra_block_sms,
@@ -34,8 +55,8 @@ WITH k AS (   -- name and device from kernel_layers, not kernel_waves: the join'
     JOIN kernel_waves w USING (trace_id, kernel_id)
     LEFT JOIN kernel_tiles t ON t.source = 'kernels' AND t.trace_id = l.trace_id AND t.kernel_id = l.kernel_id
 ), calls AS (   -- MAC kernels per module call (range) among k's kernels (those with a dispatch), counted from the
-                -- MAC kernels and joined back: reading k twice would hold its 10M wide rows for the second read
-                -- (10M kernels at 1.7 GB: 4.1 GB spilled, 2.2x the CPU; analyze_10m_memory_s33.txt)
+                -- MAC kernels and joined back: reading k twice would hold its wide rows for the second read
+                -- (docs/benchmarks.md, analyze_10m_memory_s33.txt)
     SELECT l.trace_id, l.range_id, count(*) AS mac_kernels_in_call
     FROM kernel_tiles t
     JOIN kernel_layers l ON l.trace_id = t.trace_id AND l.kernel_id = t.kernel_id

@@ -1,15 +1,22 @@
 -- ncu_kernel_match: each Nsight Compute launch paired with the trace kernel it measured.
 -- Inputs:  ncu_kernels (ncu CSV traces), kernels (nsys / chrome traces of the same program)
--- An ncu capture and a timeline capture are separate runs, so they share no ids or timestamps; a launch is
+-- Output, one row per matched pair:
+--   ncu_trace_id VARCHAR: the ncu trace
+--   trace_id     VARCHAR: the timeline (nsys / chrome) trace
+--   launch_id    BIGINT: ncu's ID of the launch
+--   kernel_id    BIGINT: the kernels row it measured
+--   name         VARCHAR: ncu's demangled name
+--   func         VARCHAR: the matching key: the function name alone
+--   grid         VARCHAR blocks: 'x,y,z'
+--   block        VARCHAR threads: 'x,y,z'
+--   launch_order BIGINT: 0-based position among the launches with the same key
+-- Rule: an ncu capture and a timeline capture are separate runs, so they share no ids or timestamps; a launch is
 -- matched by what both record: the kernel's function name, its grid and block, and its position among the
 -- launches with that same (function, grid, block) in launch order (ncu ID; kernels: correlation id, then
 -- start). Full names cannot be compared: ncu and nsys demangle templates differently ("1024" vs "(int)1024",
 -- "at::<unnamed>::" vs "at::native::<unnamed>::"), so the key is the function name alone: the last
 -- identifier before the template/argument list, namespaces and a leading "void " dropped.
 -- Every (ncu trace, kernels trace) pair is tried; filter on ncu_trace_id/trace_id for the pair you mean.
--- Output, one row per matched pair: ncu_trace_id, trace_id, launch_id (ncu ID), kernel_id (kernels row),
--- name (ncu's demangled name), func (the matching key), grid and block ('x,y,z' strings, threads/blocks),
--- launch_order (0-based position among same-key launches).
 WITH ncu AS (
     SELECT trace_id AS ncu_trace_id, launch_id, name,
            regexp_extract(regexp_replace(name, '^void\s+', ''),

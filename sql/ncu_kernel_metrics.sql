@@ -1,30 +1,55 @@
 -- ncu_kernel_metrics: one wide row per Nsight Compute launch with the metrics analysis uses most.
 -- Inputs:  ncu_metrics (long, base units), ncu_kernels, ncu_display_names (pipeline/analyze/ncu_names.py)
--- Each value is read under its raw-page metric name: a details-page row's (section, display name) is mapped
+-- Output, one row per Nsight Compute launch:
+--   trace_id                  VARCHAR: the ncu trace
+--   launch_id                 BIGINT: ncu's ID of the launch
+--   name                      VARCHAR: ncu's demangled kernel name
+--   duration_ns               DOUBLE ns: gpu__time_duration.sum
+--   sm_throughput_pct         DOUBLE %: sm__throughput.avg.pct_of_peak_sustained_elapsed
+--   achieved_occupancy_pct    DOUBLE %: sm__warps_active.avg.pct_of_peak_sustained_active
+--   theoretical_occupancy_pct DOUBLE %: sm__maximum_warps_per_active_cycle_pct
+--   limit_blocks              DOUBLE blocks: resident blocks per SM the block limit allows
+--                               (launch__occupancy_limit_blocks)
+--   limit_registers           DOUBLE blocks: the register file allows (launch__occupancy_limit_registers)
+--   limit_shared_mem          DOUBLE blocks: shared memory allows (launch__occupancy_limit_shared_mem)
+--   limit_warps               DOUBLE blocks: the warp limit allows (launch__occupancy_limit_warps)
+--   limit_barriers            DOUBLE blocks: barriers allow (launch__occupancy_limit_barriers)
+--   occupancy_limiter         VARCHAR: the resource(s) with the smallest limit, ties joined by '+' in the column order
+--                               above
+--   waves_per_sm              DOUBLE waves: launch__waves_per_multiprocessor
+--   registers_per_thread      DOUBLE registers: launch__registers_per_thread
+--   ffma_inst                 DOUBLE instructions: FFMA thread instructions executed, predicated on; NULL when not
+--                               collected
+--   fadd_inst                 DOUBLE instructions: FADD likewise
+--   fmul_inst                 DOUBLE instructions: FMUL likewise
+--   hfma_inst                 DOUBLE instructions: HFMA likewise (an HFMA2 counts once)
+--   dfma_inst                 DOUBLE instructions: DFMA likewise
+--   fma_inst                  DOUBLE instructions: ffma + hfma + dfma of those collected
+--   tensor_inst               DOUBLE warp instructions: sm__inst_executed_pipe_tensor.sum
+--   tensor_macs               DOUBLE MACs: the collected sm__ops_path_tensor_src_* counters / 2 (ncu counts a MAC as
+--                               two ops); NULL when none was collected
+--   macs                      DOUBLE MACs: fma_inst + tensor_macs; NULL when neither was collected
+--   sm_count                  DOUBLE SMs: launch__sm_count
+--   ctas_min                  DOUBLE blocks: sm__ctas_launched.min over SMs
+--   ctas_max                  DOUBLE blocks: sm__ctas_launched.max
+--   ctas_avg                  DOUBLE blocks: sm__ctas_launched.avg
+--   cycles_min                DOUBLE cycles: sm__cycles_active.min over SMs
+--   cycles_max                DOUBLE cycles: sm__cycles_active.max
+--   cycles_avg                DOUBLE cycles: sm__cycles_active.avg
+--   inst_min                  DOUBLE warp instructions: sm__inst_executed.min over SMs
+--   inst_max                  DOUBLE warp instructions: sm__inst_executed.max
+--   inst_avg                  DOUBLE warp instructions: sm__inst_executed.avg
+-- Rule: each value is read under its raw-page metric name: a details-page row's (section, display name) is mapped
 -- to it through ncu_display_names, whose rows name what each ncu version wrote (2019.5-2020.x "GPU Speed Of
 -- Light" / "SM [%]", later "GPU Speed Of Light Throughput" / "Compute (SM) [%]" or "Compute (SM) Throughput").
 -- Where a launch has both, the raw-page value wins.
--- Columns (units): trace_id, launch_id, name;
---   duration_ns (gpu__time_duration.sum), sm_throughput_pct (sm__throughput.avg.pct_of_peak_sustained_elapsed),
---   achieved_occupancy_pct (sm__warps_active.avg.pct_of_peak_sustained_active),
---   theoretical_occupancy_pct (sm__maximum_warps_per_active_cycle_pct),
---   limit_blocks/limit_registers/limit_shared_mem/limit_warps/limit_barriers: blocks per SM each resource
---   allows (launch__occupancy_limit_*); occupancy_limiter: the resource(s) with the smallest limit, ties
---   joined by '+' in that column order;
---   waves_per_sm (launch__waves_per_multiprocessor), registers_per_thread (launch__registers_per_thread);
---   ffma_inst, fadd_inst, fmul_inst, hfma_inst, dfma_inst: thread instructions executed, predicated on
---   (smsp__sass_thread_inst_executed_op_<op>_pred_on.sum; null when not collected: ncu's default sections
---   do not collect them); fma_inst = ffma + hfma + dfma of those collected (an HFMA2 counts once);
---   tensor_inst (sm__inst_executed_pipe_tensor.sum, warp instructions);
---   tensor_macs: sum of the collected sm__ops_path_tensor_src_<type>[_dst_<type>].sum counters / 2 (ncu counts
---   a MAC as two ops: a 512x256x128 gemm reports 33,554,432; measured in sample_traces/h200_ncu_units);
---   per source type a parent counter (src_fp16) wins over its dst_ split; null when none was collected, and
---   only as complete as the source types collected;
---   macs = fma_inst + tensor_macs (null when neither was collected);
---   sm_count (launch__sm_count); per-SM spread (.min/.max/.avg over the SMs; kernel_sm_spread reads them):
---   ctas_min/max/avg (sm__ctas_launched, blocks), cycles_min/max/avg (sm__cycles_active, cycles),
---   inst_min/max/avg (sm__inst_executed, warp instructions); null where not collected (ctas and inst need
---   `capture ncu --sm-counters`; ncu's WorkloadDistribution section gives the cycles).
+-- The instruction counts are thread instructions executed, predicated on
+-- (smsp__sass_thread_inst_executed_op_<op>_pred_on.sum), NULL when not collected (ncu's default sections do not
+-- collect them).  tensor_macs sums the collected sm__ops_path_tensor_src_<type>[_dst_<type>].sum counters / 2: ncu
+-- counts a MAC as two ops (a 512x256x128 gemm reports 33,554,432; measured in sample_traces/h200_ncu_units); per
+-- source type a parent counter (src_fp16) wins over its dst_ split; it is only as complete as the source types
+-- collected.  The per-SM counters (.min/.max/.avg) are NULL where not collected: ctas and inst need `tracepipe
+-- capture ncu --sm-counters`, ncu's WorkloadDistribution section gives the cycles.
 WITH named AS (
     SELECT n.trace_id, n.launch_id, coalesce(d.metric, n.metric) AS metric, n.value, d.metric IS NOT NULL AS shown
     FROM ncu_metrics n

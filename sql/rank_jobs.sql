@@ -1,9 +1,13 @@
 -- rank_jobs: the traces that are ranks of one distributed job, so that ranks are compared within a job only.
 -- Inputs:  trace_meta, devices
 -- Output, one row per trace that belongs to a job (traces of no job have no row):
---   trace_id, job (the job's key: the trace's source path with its rank number written '#', or the folder it
---   sits in; see the rule), rank (trace_meta.rank), ranks (traces of the job), gpu (device name of the trace;
---   of several devices the first by name), source_format
+--   trace_id      VARCHAR: the trace
+--   job           VARCHAR: the job's key: the trace's source path with its rank number written '#', or the folder it
+--                   sits in
+--   rank          INTEGER: trace_meta.rank
+--   ranks         BIGINT: traces of the job
+--   gpu           VARCHAR: the trace's device name (of several, the first by name)
+--   source_format VARCHAR: trace_meta's
 -- Rule: traces are ranks of one job when they were recorded the same way -- the same source format and GPU model
 -- -- and their source files are named alike but for the rank: the path with every `rank<N>` / `rank_<N>` /
 -- `rank-<N>` token (the token trace_meta.rank is read from, pipeline/normalize/ranks.py) written `rank#`

@@ -71,6 +71,8 @@ def test_wheel_from_sdist_installs_and_runs_the_pipeline_elsewhere(tmp_path: Pat
     assert sorted(n.split("/")[-1] for n in top) == views
     compare = sorted(p.name for p in (ROOT / "sql" / "compare").glob("*.sql"))  # tracepipe diff's views
     assert sorted(n.split("/")[-1] for n in in_wheel if n.startswith("pipeline/views/compare/")) == compare
+    macros = sorted(p.name for p in (ROOT / "sql" / "macros").glob("*.sql"))  # created before the views
+    assert sorted(n.split("/")[-1] for n in in_wheel if n.startswith("pipeline/views/macros/")) == macros
     assert sorted(n.split("/")[-1] for n in in_wheel if n.startswith("pipeline/docs/") and n.endswith(".md")) == docs
     with tarfile.open(sdist) as tar:
         in_sdist = tar.getnames()

@@ -274,7 +274,7 @@ def test_step_idle_rules_on_a_hand_made_trace() -> None:
     a memcpy overlapping a kernel, a trailing gap; and a trace without step ranges (one whole-trace row)."""
     import duckdb
 
-    from pipeline.analyze import _body, view_files
+    from pipeline.analyze import create_views
 
     con = duckdb.connect()
     con.execute(
@@ -301,7 +301,8 @@ def test_step_idle_rules_on_a_hand_made_trace() -> None:
     )
     cols = "trace_id, step, step_name, wall_ns, ops, kernels, kernel_ns, memop_ns, busy_ns, idle_ns, launch_gap_ns, "
     cols += "host_wait_ns, launch_gaps, host_waits"
-    got = con.execute(f"SELECT {cols} FROM ({_body(view_files()['step_gpu_idle'])}) ORDER BY 1, 2").fetchall()
+    create_views(con, only=["step_gpu_idle"], keep_existing=True)  # its stages, over the tables made here
+    got = con.execute(f"SELECT {cols} FROM step_gpu_idle ORDER BY 1, 2").fetchall()
     assert got == [
         # window 0..130 (k4 ends past the CPU range); busy 20+10+10+35; gaps: 0-10 host, 30-40 and 50-60 queued
         # (launched at 8 and 45), 70-95 host (launched at 90); step 2's memcpy runs 120-130 inside this window too

@@ -10,7 +10,7 @@ import random
 import duckdb
 import pytest
 
-from pipeline.analyze import _body, view_files
+from pipeline.analyze import create_views
 
 COLS = (
     "trace_id, step, step_name, range_id, device_id, cpu_start_ns, cpu_end_ns, window_start_ns, window_end_ns, "
@@ -114,8 +114,8 @@ def view_rows(ranges: list[tuple], ops: list[tuple]) -> list[tuple]:
         made = None if o[6] is None else o[6] - 1000 if node is not None else o[6]
         rows.append((*o[:6], i, node, made))
     con.executemany("INSERT INTO gpu_op_layers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    body = _body(view_files()["step_gpu_idle"])
-    return con.execute(f"SELECT {COLS} FROM ({body}) ORDER BY trace_id, step, device_id").fetchall()
+    create_views(con, only=["step_gpu_idle"], keep_existing=True)  # its stages, over the tables made here
+    return con.execute(f"SELECT {COLS} FROM step_gpu_idle ORDER BY trace_id, step, device_id").fetchall()
 
 
 def shifted(ranges: list[tuple], ops: list[tuple], by: int) -> tuple[list[tuple], list[tuple]]:

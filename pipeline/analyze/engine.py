@@ -3,9 +3,10 @@ view registered.
 
 Python only wires things up: each normalized table becomes a view over its Parquet files (an empty, correctly
 typed view when no trace has it), small Python-made tables (per-architecture limits, ``catalog.PY_TABLES``) are
-registered, and each file in ``sql/`` defines the view named like the file, created after the views its
-``-- Inputs:`` header names (``pipeline.analyze.views``). DuckDB's memory limit is sized to the input and its
-spill folder is private. Writing the views to files is ``pipeline.analyze.write``.
+registered, the table macros of ``sql/macros/`` are created, and each file in ``sql/`` defines the view named like
+the file, created after the views its ``-- Inputs:`` header names (``pipeline.analyze.views``). DuckDB's memory
+limit is sized to the input and its spill folder is private. Writing the views to files is
+``pipeline.analyze.write``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from pipeline.analyze.views import ON_REQUEST, _body, needed_views, view_files, view_order
+from pipeline.analyze.views import ON_REQUEST, _body, macro_files, needed_views, view_files, view_macros, view_order
 from pipeline.catalog import PY_TABLES, SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.lean import duckdb_connect
@@ -98,6 +99,14 @@ def defined_views(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {name for (name,) in rows}
 
 
+def create_macros(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, names: set[str] | None = None) -> None:
+    """Create (or replace) the table macros of ``sql/macros/`` (or only ``names``): before the views that call them,
+    as creating a view binds its body, and after the tables a macro reads by name (creating it binds its body)."""
+    for name, path in macro_files(sql_dir).items():
+        if names is None or name in names:
+            con.execute(_body(path))
+
+
 def create_views(
     con: duckdb.DuckDBPyConnection,
     sql_dir: Path = SQL_DIR,
@@ -108,13 +117,17 @@ def create_views(
     """Create every view of ``sql_dir`` (or only those ``only`` needs) in dependency order; with
     ``materialize`` each is computed once into a temp table, which is what a batch run that reads every
     view wants (views would recompute their inputs). ``keep_existing``: views the connection already has
-    stay as they are (``write_views`` points written ones at their Parquet files)."""
+    stay as they are (``write_views`` points written ones at their Parquet files), and so do the views only they
+    read. The macros the views call are created first."""
     files = view_files(sql_dir)
-    order = view_order(sql_dir) if only is None else needed_views(only, sql_dir)
     have = defined_views(con) if keep_existing else set()
+    order = [
+        v
+        for v in (view_order(sql_dir) if only is None else needed_views(only, sql_dir, existing=have))
+        if v not in have
+    ]
+    create_macros(con, sql_dir, {m for name in order for m in view_macros(files[name])})
     for name in order:
-        if name in have:
-            continue
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
         kind = "TEMP TABLE" if materialize and ON_REQUEST not in files[name].read_text() else "VIEW"
         con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
@@ -183,6 +196,7 @@ def connect(
             raise BadInputError(Path(device), f"unknown device; one of: {', '.join(sorted(DEVICE_PRESETS))}")
         register_arrow(con, "_py_device_override", device_override_table(device))
         con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
+    create_macros(con, sql_dir)  # every macro, for the views created now and those write_views creates later
     create_views(con, sql_dir, materialize, only=views)
     if read_only:
         con.execute("SET allowed_directories = $dirs", {"dirs": [f"{normalized}{os.sep}"]})

@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.analyze.engine import connect, create_views
-from pipeline.analyze.views import view_files, view_inputs
+from pipeline.analyze.views import macro_files, view_files, view_inputs
 from pipeline.analyze.write import _copy, _read_back, write_views
 from pipeline.catalog import SQL_DIR
 from pipeline.outputs import output_folder, writing
@@ -84,7 +84,7 @@ def fingerprint(normalized: Path, views: list[str], formats: tuple[str, ...], de
     """What the outputs depend on besides the traces' generations."""
     h = hashlib.sha256()
     code = sorted(Path(__file__).parent.glob("*.py"))  # the Python-made tables (arch limits, tile patterns)
-    for path in [*sorted(view_files(sql_dir).values()), *code]:
+    for path in [*sorted(view_files(sql_dir).values()), *macro_files(sql_dir).values(), *code]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     h.update(json.dumps([SCHEMA_VERSION, sorted(views), sorted(formats), device, str(normalized)]).encode())
     return h.hexdigest()

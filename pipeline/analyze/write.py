@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.analyze.engine import cursor_of, defined_views, table_rows
-from pipeline.analyze.views import STAGED, _body, needed_views, view_files, view_inputs
+from pipeline.analyze.views import INLINE, STAGED, _body, needed_views, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
 from pipeline.lean import cores
 from pipeline.outputs import output_folder, writing
@@ -49,14 +49,20 @@ def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None
 def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> list[str]:
     """In dependency order: ``views``, plus each view they need that two or more of the needed views read
     (``nvtx_paths`` under ``kernel_layers``, ``layer_summary``, ``layer_timeline``): computed once rather than
-    once per reader; with ``staged`` (inputs too big to analyze in memory), plus each needed view whose header
-    says ``-- analyze: staged``: inlined into its reader, its joins and the reader's would hold DuckDB's memory
-    at once (``launch_point_layers`` under ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement,
-    1 GB as two). In memory the inputs are small and one statement fewer is the cheaper (1 MB trace: 0.05 s)."""
+    once per reader, unless its header says ``-- analyze: inline`` (``_gpu_op_calls``: a scan and a filter of
+    every GPU operation, cheaper in each of its two readers than written and read back); with ``staged`` (inputs
+    too big to analyze in memory), plus each needed view whose header says ``-- analyze: staged``: inlined into
+    its reader, its joins and the reader's would hold DuckDB's memory at once (``launch_point_layers`` under
+    ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement, 1 GB as two). In memory the inputs are
+    small and one statement fewer is the cheaper (1 MB trace: 0.05 s)."""
     files = view_files(sql_dir)
     need = needed_views(views, sql_dir)
     readers = collections.Counter(i for v in need for i in set(view_inputs(files[v])) if i in files)
-    return [v for v in need if v in views or readers[v] >= 2 or (staged and STAGED in files[v].read_text())]
+
+    def shared(v: str) -> bool:
+        return readers[v] >= 2 and INLINE not in files[v].read_text()
+
+    return [v for v in need if v in views or shared(v) or (staged and STAGED in files[v].read_text())]
 
 
 #: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are

@@ -1,14 +1,29 @@
 -- layer_diff: two runs compared per layer path and pass (`tracepipe diff A B`): B against A.
 -- Inputs:  diff_a, diff_b (each: layer_diff_side rows of one trace)
--- Output:  path (NULL = outside every range), layer, pass ('all', or forward/backward/optimizer where a side
---          trained), status ('both', 'only_a', 'only_b'), calls_a, calls_b, kernels_a, kernels_b,
---          kernels_ratio (B / A), gpu_time_a_ns, gpu_time_b_ns (ns; 0 on the side that lacks the path),
---          delta_ns (B - A, ns; < 0 = B faster), ratio (gpu_time_b_ns / gpu_time_a_ns; NULL when A is 0 and on
---          rows of one side only, like kernels_ratio),
---          share_a_pct, share_b_pct (of the side's total GPU time over the 'all' rows, %), macs_a, macs_b,
---          macs_per_s_a, macs_per_s_b (analytic MACs / GPU time, MAC/s), macs_per_s_ratio (B / A),
---          abs_rank (1 = the largest |delta_ns| within the pass), rel_rank (1 = the largest |ln ratio| among
---          paths on both sides with >= 1% of either side's GPU time; NULL otherwise: smaller layers' ratios are noise)
+-- Output, one row per layer path and pass of either side:
+--   path             VARCHAR: the layer path; NULL = outside every range
+--   layer            VARCHAR: the innermost range's text
+--   pass             VARCHAR: 'all', or forward / backward / optimizer where a side trained
+--   status           VARCHAR: 'both' | 'only_a' | 'only_b'
+--   calls_a          BIGINT: range instances in A
+--   calls_b          BIGINT: in B
+--   kernels_a        BIGINT: kernels in A
+--   kernels_b        BIGINT: in B
+--   kernels_ratio    DOUBLE: kernels_b / kernels_a; NULL when A is 0 or on rows of one side only
+--   gpu_time_a_ns    BIGINT ns: GPU time in A (0 on the side that lacks the path)
+--   gpu_time_b_ns    BIGINT ns: in B
+--   delta_ns         BIGINT ns: B - A (< 0: B faster)
+--   ratio            DOUBLE: gpu_time_b_ns / gpu_time_a_ns; NULL when A is 0 and on rows of one side only
+--   share_a_pct      DOUBLE %: of A's total GPU time over the 'all' rows
+--   share_b_pct      DOUBLE %: of B's
+--   macs_a           BIGINT MACs: analytic MACs in A
+--   macs_b           BIGINT MACs: in B
+--   macs_per_s_a     DOUBLE MAC/s: analytic MACs / GPU time in A
+--   macs_per_s_b     DOUBLE MAC/s: in B
+--   macs_per_s_ratio DOUBLE: B / A
+--   abs_rank         BIGINT: 1 = the largest |delta_ns| within the pass
+--   rel_rank         BIGINT: 1 = the largest |ln ratio| among paths on both sides with >= 1% of either side's GPU time;
+--                      NULL otherwise
 -- Rule: a path matches by its full range path text (`step/model/layer1/layer1.0/layer1.0.conv1`), so two runs of
 --          one model compare layer by layer and a layer renamed or moved shows as only_a + only_b.
 WITH totals AS (

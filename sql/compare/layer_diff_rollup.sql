@@ -3,9 +3,15 @@
 -- on `model.layers.0.self_attn.q_proj`, compiled ones fused on `model.layers.0`: both roll up to the decoder
 -- layer at the depth that names it).
 -- Inputs:  diff_side (layer_diff_side rows of one trace), and the depth N as the statement's parameter
--- Output:  the columns of layer_diff_side: trace_id, path (its first N levels; NULL stays NULL), layer (the last
---          of them), pass, calls (the calls of the range at that path, where the trace has it), kernels,
---          gpu_time_ns (ns), macs (summed; NULL when no row of the group has them)
+-- Output, one row per trace, path rolled up to N levels and pass:
+--   trace_id    VARCHAR: the trace
+--   path        VARCHAR: the first N levels of the rows' paths; NULL stays NULL
+--   layer       VARCHAR: the last of those levels
+--   pass        VARCHAR: as in layer_diff_side
+--   calls       BIGINT: the calls of the range at that path, where the trace has it
+--   kernels     HUGEINT: summed kernels
+--   gpu_time_ns BIGINT ns: summed GPU time
+--   macs        BIGINT MACs: summed; NULL when no row of the group has them
 -- Rule: a row's work counts under its ancestor at depth N (a path of N levels or fewer is its own); each group
 -- sums its rows' kernels, GPU time and MACs, pass by pass.
 WITH rolled AS (

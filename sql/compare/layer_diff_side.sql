@@ -1,11 +1,17 @@
 -- layer_diff_side: one side of `tracepipe diff`: per trace, layer path and pass, the figures two runs compare.
 -- Inputs:  layer_summary, layer_macs
--- Output:  trace_id, path (NULL = kernels launched outside every range), layer, pass ('all' = every GPU op of the
---          path; 'forward', 'backward', 'optimizer' rows too for a training trace, i.e. one with backward or
---          optimizer kernels, each only where it has kernels), calls (range instances), kernels,
---          gpu_time_ns (sum of kernel durations, ns), macs (analytic MACs of the row's kernels: the module's MACs
---          per call x calls; NULL = module type not analysed or no layer shapes captured; on the 'all' row of an
---          inference trace and the 'forward' row of a training trace only: the shape model counts the forward)
+-- Output, one row per trace, layer path and pass:
+--   trace_id    VARCHAR: the trace
+--   path        VARCHAR: the layer path; NULL = kernels launched outside every range
+--   layer       VARCHAR: the innermost range's text
+--   pass        VARCHAR: 'all' (every GPU op of the path) | 'forward' | 'backward' | 'optimizer' (training traces only,
+--                 each where it has kernels)
+--   calls       BIGINT: range instances
+--   kernels     BIGINT: kernels of the row
+--   gpu_time_ns BIGINT ns: their summed duration
+--   macs        BIGINT MACs: analytic MACs of the row's kernels: the module's MACs per call x calls; NULL = not
+--                 analysed or no layer shapes (on the 'all' row of an inference trace and the 'forward' row of a
+--                 training trace only)
 -- Rule: layer_summary's per-pass columns unpivoted, so two runs compare pass by pass where both trained.
 -- Run per side by pipeline/report/diff.py over a normalized folder or an analysis folder's Parquet.
 WITH training AS (
