@@ -27,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import measure, provenance
 
+WHEN = "normalized_at_utc"
+
 
 def _side(spec: str) -> tuple[str, Path, dict[str, str]]:
     name, _, rest = spec.partition("=")
@@ -59,9 +61,12 @@ def compare(a: Path, b: Path) -> list[str]:
         if ra.columns != rb.columns or ra.types != rb.types:
             diffs.append(f"{k}: columns differ")
             continue
-        x, y = (f"read_parquet('{f[k]}')" for f in (fa, fb))
-        (n1,) = con.sql(f"SELECT count(*) FROM (FROM {x} EXCEPT ALL FROM {y})").fetchone()
-        (n2,) = con.sql(f"SELECT count(*) FROM (FROM {y} EXCEPT ALL FROM {x})").fetchone()
+        # when it was normalized differs run to run; every other column must not
+        x, y = (f"(SELECT * EXCLUDE ({WHEN}) FROM read_parquet('{f[k]}'))" for f in (fa, fb))
+        if WHEN not in ra.columns:
+            x, y = (f"read_parquet('{f[k]}')" for f in (fa, fb))
+        (n1,) = con.execute(f"SELECT count(*) FROM (FROM {x} EXCEPT ALL FROM {y})").fetchone()
+        (n2,) = con.execute(f"SELECT count(*) FROM (FROM {y} EXCEPT ALL FROM {x})").fetchone()
         if n1 or n2:
             diffs.append(f"{k}: {n1} rows only in the first side, {n2} only in the other")
     return diffs

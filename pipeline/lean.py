@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -87,6 +89,53 @@ def exit_without_teardown(code: object) -> None:
         except (OSError, ValueError):  # a closed pipe or stream: 120 unless failing already, as Python's exit does
             code = code or 120
     os._exit(code or 0)
+
+
+@contextlib.contextmanager
+def jemalloc_pool() -> Iterator[None]:
+    """jemalloc as Arrow's allocator while a trace is normalized (a chrome trace's forked decode workers inherit
+    it), where this pyarrow has it; the previous pool is restored afterwards (buffers remember their pool).
+
+    The default mimalloc costs more in the merge, take and write steps (big fresh buffers, freed and allocated
+    again): chrome normalize of the 500 MB bench trace 6.38 -> 5.79 CPU-s median (-9%; -12% with the pool set for
+    the whole process), the 100 MB one 1.94 -> 1.85 (-5%) (benchmarks/results/bench_chrome_s_chrome.txt). And
+    it holds less: normalizing a 220k-kernel nsys export peaked at 245 MB of RSS with mimalloc, which then kept
+    228 MB, 203 and 118 MB with jemalloc (benchmarks/results/run_memory_44.txt).
+    """
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pool = _jemalloc_pool()
+    if pool is None:
+        yield
+        return
+    pa.set_memory_pool(pool)
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+
+
+def release_arrow_memory() -> None:
+    """Hand the memory Arrow's allocators keep for reuse back to the system (between ``run``'s stages).
+
+    Arrow's pools keep freed pages for their next allocations: after normalizing a 220k-kernel nsys export the
+    default pool (mimalloc) held ~100 MB nothing would use again, which stayed in the process's RSS through
+    analyze (DuckDB allocates with its own allocator) and added to its peak."""
+    import pyarrow as pa
+
+    for pool in (pa.default_memory_pool(), _jemalloc_pool()):
+        if pool is not None:
+            pool.release_unused()
+
+
+def _jemalloc_pool():  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    try:
+        return pa.jemalloc_memory_pool()
+    except (NotImplementedError, pa.ArrowNotImplementedError):  # a pyarrow built without jemalloc
+        return None
 
 
 def cores() -> int:
