@@ -25,7 +25,10 @@ from pipeline.outputs import output_folder, writing
 
 #: Rows per row group of a view's Parquet file. DuckDB's writer holds each thread's row group until it is full
 #: (122,880 rows by default): kernel_layers' wide rows made that ~100 MB of analyze's peak RSS on a 220k-kernel
-#: trace, 425 -> 320 MB at this size for the same CPU (benchmarks/results/run_memory_44.txt).
+#: trace, 425 -> 320 MB at this size for the same CPU (benchmarks/results/run_memory_44.txt). The files are
+#: Parquet format 2 (delta encodings, v2 data pages; pyarrow, polars and DuckDB read them): a sorted id or
+#: timestamp column costs a few bits a row, kernel_layers of 220k kernels 3.2 -> 0.3 MB, its write 14% less CPU
+#: (benchmarks/results/parquet_v2_44.txt).
 ROW_GROUP_ROWS = 16_384
 
 
@@ -33,7 +36,7 @@ def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> in
     """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written."""
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = (
-        f"FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
+        f"FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION v2, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
         if fmt == "parquet"
         else "FORMAT csv, HEADER true"
     )
