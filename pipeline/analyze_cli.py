@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -205,12 +206,14 @@ def sql(
     # a 220k-kernel trace); the shell, or a query whose views the parser cannot tell, gets them all.
     named = None if query is None else named_relations(query)
     only = None if named is None else sorted(named & set(view_files(catalog.SQL_DIR)))
+    if query is None:
+        only = []  # the shell creates each statement's views as it comes (views_for)
     con = connect(normalized, read_only=True, device=device, views=only)
     if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
         part = DEVICE_PRESETS[device][0]
         click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)
     if query is None:
-        repl(con, normalized, fmt or "table", max_rows)
+        repl(con, normalized, fmt or "table", max_rows, views_for(con))
         return
     try:
         try:
@@ -230,6 +233,23 @@ def sql(
         write_result(table, output, file_format)
     else:
         sys.stdout.write(render(table, fmt or "table", max_rows))
+
+
+def views_for(con: Any) -> Callable[[str | None], None]:
+    """What creates, on ``con``, the views a statement names and those they read (every view for None, or for a
+    statement whose views the parser cannot tell); views already there stay as they are."""
+    from pipeline import catalog
+    from pipeline.analyze import create_views, named_relations, view_files
+
+    names = set(view_files(catalog.SQL_DIR))
+
+    def ensure(statement: str | None) -> None:
+        named = None if statement is None else named_relations(statement)
+        only = None if named is None else sorted(named & names)
+        if only != []:
+            create_views(con, catalog.SQL_DIR, only=only, keep_existing=True)
+
+    return ensure
 
 
 def duckdb_error() -> type[Exception]:
