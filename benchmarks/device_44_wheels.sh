@@ -13,6 +13,7 @@ rm -rf .whl && mkdir -p .whl/hta
 dl -d .whl "duckdb==$(ver duckdb)" "msgspec==$(ver msgspec)" "adbc-driver-manager==$(ver adbc-driver-manager)" \
     "adbc-driver-sqlite==$(ver adbc-driver-sqlite)" "click==$(ver click)" "filelock==$(ver filelock)" \
     "rich==$(ver rich)" markdown-it-py mdurl "psutil==$(ver psutil)"
-dl -d .whl/hta HolisticTraceAnalysis==0.5.0 "pandas==2.3.3" plotly narwhals pytz tzdata python-dateutil six xarray
+dl -d .whl/hta HolisticTraceAnalysis==0.5.0 "pandas==2.3.3" plotly narwhals pytz tzdata python-dateutil six xarray \
+    pyyaml "psutil==$(ver psutil)"
 cp ../shared/gpu_host/*.deb .whl/
 du -sh .whl .whl/hta
