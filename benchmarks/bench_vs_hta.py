@@ -15,6 +15,10 @@ Run the whole script under `taskset -c 0,1` for a 2-core figure: both sides use 
 
     python -m venv /tmp/hta && /tmp/hta/bin/pip install "pandas<3" HolisticTraceAnalysis==0.5.0
     python benchmarks/bench_vs_hta.py --hta-python /tmp/hta/bin/python TRACE.json.gz [...] [--synthetic 500]
+
+Each trace ends with #44's targets, PASS or short, from the medians of ``tracepipe run`` (every default view):
+a trace of at most 5 MB of JSON (the 1.1 MB ResNet-18 sample) <= 0.25 s end to end and >= 2x HTA's wall; a bigger
+one (HTA's own 54 MB trace) >= 4x HTA's wall. Without ``--hta-python`` only ours runs (and the absolute target).
 """
 
 from __future__ import annotations
@@ -86,33 +90,46 @@ def compare(trace: Path, args: argparse.Namespace, tmp: Path, env: dict[str, str
     t_runs, one_runs, two_runs = [], [], []
     set_runs: dict[str, list[Measurement]] = {name: [] for name in args.view_sets}
     for rep in range(args.reps):
-        t = theirs(args.hta_python, hta_dir)
+        t = theirs(args.hta_python, hta_dir) if args.hta_python else None
         one = ours_one(trace, tmp / "ours1", env)
         n, a = ours_two(trace, tmp / "ours2", env)
-        t_runs.append(t)
+        if t is not None:
+            t_runs.append(t)
+            print(f"{trace.name} rep {rep}  HTA: {t.line()}", flush=True)
         one_runs.append(one)
         two_runs.append((n, a))
-        print(f"{trace.name} rep {rep}  HTA: {t.line()}", flush=True)
         print(f"{trace.name} rep {rep}  ours run: {one.line()}", flush=True)
         print(f"{trace.name} rep {rep}  ours normalize: {n.line()}; analyze: {a.line()}", flush=True)
         for name, views in args.view_sets.items():
             m = ours_one(trace, tmp / "ours_views", env, views)
             set_runs[name].append(m)
             print(f"{trace.name} rep {rep}  ours run --view {','.join(views)} ({name}): {m.line()}", flush=True)
-    t_wall, t_cpu = median([m.wall_s for m in t_runs]), median([m.cpu_s for m in t_runs])
     o_wall, o_cpu = median([m.wall_s for m in one_runs]), median([m.cpu_s for m in one_runs])
     w_wall = median([n.wall_s + a.wall_s for n, a in two_runs])
     w_cpu = median([n.cpu_s + a.cpu_s for n, a in two_runs])
-    rss_t = max(m.peak_rss_bytes for m in t_runs)
     rss_o = max(m.peak_rss_bytes for m in one_runs)
+    ours_line = (
+        f"ours (run) wall {o_wall:.2f} s CPU {o_cpu:.2f} s peak {rss_o / 1e6:.0f} MB, {mb / o_wall:.0f} MB/s of JSON"
+        f" | two commands wall {w_wall:.2f} s CPU {w_cpu:.2f} s"
+    )
+    small = mb <= SMALL_MB
+    if small:
+        print(
+            f"{trace.name}: target run <= {SMALL_WALL_S} s end to end: {o_wall:.2f} s: {verdict(o_wall, SMALL_WALL_S)}"
+        )
+    if not t_runs:
+        print(f"{trace.name} ({mb:.1f} MB JSON): median {ours_line} (no HTA run)", flush=True)
+        return
+    t_wall, t_cpu = median([m.wall_s for m in t_runs]), median([m.cpu_s for m in t_runs])
+    rss_t = max(m.peak_rss_bytes for m in t_runs)
     print(
         f"{trace.name} ({mb:.1f} MB JSON): median HTA wall {t_wall:.2f} s CPU {t_cpu:.2f} s peak {rss_t / 1e6:.0f} MB"
-        f" | ours (run) wall {o_wall:.2f} s CPU {o_cpu:.2f} s peak {rss_o / 1e6:.0f} MB, {mb / o_wall:.0f} MB/s of JSON"
-        f" | ratio wall {t_wall / o_wall:.2f}x, CPU {t_cpu / o_cpu:.2f}x"
-        f" | two commands wall {w_wall:.2f} s CPU {w_cpu:.2f} s (ratio wall {t_wall / w_wall:.2f}x, CPU"
-        f" {t_cpu / w_cpu:.2f}x)",
+        f" | {ours_line} | ratio (HTA / ours) wall {t_wall / o_wall:.2f}x, CPU {t_cpu / o_cpu:.2f}x,"
+        f" peak RSS {rss_t / rss_o:.2f}x | two commands' ratio wall {t_wall / w_wall:.2f}x, CPU {t_cpu / w_cpu:.2f}x",
         flush=True,
     )
+    want = SMALL_RATIO if small else BIG_RATIO
+    print(f"{trace.name}: target >= {want:.0f}x HTA's wall: {t_wall / o_wall:.2f}x: {verdict(want * o_wall, t_wall)}")
     for name, runs in set_runs.items():
         s_wall, s_cpu = median([m.wall_s for m in runs]), median([m.cpu_s for m in runs])
         print(
@@ -120,6 +137,16 @@ def compare(trace: Path, args: argparse.Namespace, tmp: Path, env: dict[str, str
             f" CPU {s_cpu:.2f} s | ratio to HTA wall {t_wall / s_wall:.2f}x, CPU {t_cpu / s_cpu:.2f}x",
             flush=True,
         )
+
+
+#: #44's targets: a trace of at most SMALL_MB of JSON runs end to end in SMALL_WALL_S and SMALL_RATIO x HTA's
+#: wall; a bigger one BIG_RATIO x.
+SMALL_MB, SMALL_WALL_S, SMALL_RATIO, BIG_RATIO = 5.0, 0.25, 2.0, 4.0
+
+
+def verdict(value: float, limit: float) -> str:
+    """PASS when ``value`` <= ``limit``, else how far short."""
+    return "PASS" if value <= limit else f"short by {value / limit:.2f}x"
 
 
 def view_set(text: str) -> tuple[str, tuple[str, ...]]:
@@ -155,7 +182,7 @@ def synthetic(mb_target: float, args: argparse.Namespace, tmp: Path, env: dict[s
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="*", type=Path)
-    ap.add_argument("--hta-python", required=True)
+    ap.add_argument("--hta-python", help="HTA's venv python (without it only ours runs)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--synthetic", type=float, action="append", default=[], metavar="MB")
     ap.add_argument("--view-set", type=view_set, action="append", default=[], metavar="NAME=VIEW,VIEW")
@@ -163,8 +190,9 @@ def main() -> None:
     args.view_sets = dict(args.view_set)
     print(provenance())
     print(f"# cores allowed: {len(os.sched_getaffinity(0))}")
-    versions = subprocess.run([args.hta_python, "-c", HTA_VERSIONS], capture_output=True, text=True, check=True)
-    print(f"# theirs: {versions.stdout.strip()}")
+    if args.hta_python:
+        versions = subprocess.run([args.hta_python, "-c", HTA_VERSIONS], capture_output=True, text=True, check=True)
+        print(f"# theirs: {versions.stdout.strip()}")
     with tempfile.TemporaryDirectory(prefix="bench-hta-") as name:
         tmp = Path(name)
         env = our_env(tmp / "pycache")

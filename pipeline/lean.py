@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -89,6 +91,53 @@ def exit_without_teardown(code: object) -> None:
     os._exit(code or 0)
 
 
+@contextlib.contextmanager
+def jemalloc_pool() -> Iterator[None]:
+    """jemalloc as Arrow's allocator while a trace is normalized (a chrome trace's forked decode workers inherit
+    it), where this pyarrow has it; the previous pool is restored afterwards (buffers remember their pool).
+
+    The default mimalloc costs more in the merge, take and write steps (big fresh buffers, freed and allocated
+    again): chrome normalize of the 500 MB bench trace 6.38 -> 5.79 CPU-s median (-9%; -12% with the pool set for
+    the whole process), the 100 MB one 1.94 -> 1.85 (-5%) (benchmarks/results/bench_chrome_s_chrome.txt). And
+    it holds less: normalizing a 220k-kernel nsys export peaked at 245 MB of RSS with mimalloc, which then kept
+    228 MB, 203 and 118 MB with jemalloc (benchmarks/results/run_memory_44.txt).
+    """
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pool = _jemalloc_pool()
+    if pool is None:
+        yield
+        return
+    pa.set_memory_pool(pool)
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+
+
+def release_arrow_memory() -> None:
+    """Hand the memory Arrow's allocators keep for reuse back to the system (between ``run``'s stages).
+
+    Arrow's pools keep freed pages for their next allocations: after normalizing a 220k-kernel nsys export the
+    default pool (mimalloc) held ~100 MB nothing would use again, which stayed in the process's RSS through
+    analyze (DuckDB allocates with its own allocator) and added to its peak."""
+    import pyarrow as pa
+
+    for pool in (pa.default_memory_pool(), _jemalloc_pool()):
+        if pool is not None:
+            pool.release_unused()
+
+
+def _jemalloc_pool():  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    try:
+        return pa.jemalloc_memory_pool()
+    except (NotImplementedError, pa.ArrowNotImplementedError):  # a pyarrow built without jemalloc
+        return None
+
+
 def cores() -> int:
     """CPU cores this process may run on (its affinity: ``taskset``, a container's cpuset), not the host's."""
     try:
@@ -97,9 +146,35 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def duckdb_connect(config: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one thread per core this process may use: DuckDB sizes its pool
-    by the host's cores, so on 2 allowed cores of 16 it would start 16 threads that take turns."""
+#: Overrides the DuckDB threads of every connection (a positive whole number): :func:`duckdb_threads`.
+THREADS_ENV = "TRACEPIPE_THREADS"
+#: Rows per DuckDB thread: a scan's unit of parallel work is a Parquet row group, and normalize writes row groups
+#: of 65,536 rows (``sqlite_reader.BATCH_ROWS``): a table of fewer groups than threads leaves the extra threads
+#: nothing to scan, while each still builds its own hash tables and buffers (on the 16-core GPU host the
+#: 220k-kernel run took 7.1 CPU-s and 830 MB with 16 threads, 5.4 CPU-s and 525 MB on 2 cores, #44).
+ROWS_PER_THREAD = 65_536
+
+
+def duckdb_threads(rows: int | None = None) -> int:
+    """DuckDB threads for work over ``rows`` rows (None: unknown): one per core this process may use (DuckDB sizes
+    its pool by the host's cores, so on 2 allowed cores of 16 it would start 16 threads that take turns), at
+    most one per :data:`ROWS_PER_THREAD` rows and at least 2; TRACEPIPE_THREADS overrides it."""
+    raw = os.environ.get(THREADS_ENV)
+    if raw is not None:
+        if not raw.strip().isdigit() or int(raw) < 1:
+            from pipeline.errors import SettingError
+
+            raise SettingError(f"{THREADS_ENV}={raw!r}: expected a positive whole number of threads")
+        return int(raw)
+    n = cores()
+    if rows is not None:
+        n = min(n, max(2, -(-rows // ROWS_PER_THREAD)))
+    return n
+
+
+def duckdb_connect(config: dict[str, str] | None = None, rows: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with :func:`duckdb_threads` threads for ``rows`` rows (``config`` may say
+    otherwise)."""
     import duckdb
 
-    return duckdb.connect(":memory:", config={"threads": str(cores()), **(config or {})})
+    return duckdb.connect(":memory:", config={"threads": str(duckdb_threads(rows)), **(config or {})})

@@ -49,11 +49,13 @@ def run_command(
       tracepipe run job/ -j 8 --device rtx3090 --csv    # 8 ranks at once, projected onto an RTX 3090
     """
     from pipeline.analyze_cli import analyze
+    from pipeline.lean import release_arrow_memory
     from pipeline.normalize_cli import normalize
     from pipeline.outputs import refuse_inside_normalized
 
     refuse_inside_normalized(out / "analysis")  # before normalizing: analyze would refuse it after
     ctx.invoke(normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet, jobs=jobs)
+    release_arrow_memory()  # what normalize's Arrow work left in the pools would stay in RSS through analyze
     ctx.invoke(
         analyze,
         normalized=out / "normalized",

@@ -180,3 +180,32 @@ def test_a_staged_view_is_computed_once_on_its_own_even_with_one_reader(tmp_path
     assert _views_to_write(["top"], tmp_path, staged=False) == ["two_readers", "top"]  # in memory: small inputs
     # the attribution: its rules' half (one reader) staged, the launches (two readers) computed once
     assert {"gpu_op_launches", "launch_point_layers"} <= set(_views_to_write(["gpu_op_attribution"], SQL_DIR))
+
+
+def test_duckdb_threads_follow_the_row_groups_there_are_to_scan(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One DuckDB thread per 65,536 rows (a row group of normalize's files), at least 2, never more than the
+    allowed cores; TRACEPIPE_THREADS overrides it, and connect sets it from the biggest tables."""
+    from pipeline import lean
+    from pipeline.errors import SettingError
+
+    monkeypatch.delenv(lean.THREADS_ENV, raising=False)
+    monkeypatch.setattr(lean, "cores", lambda: 16)
+    assert [lean.duckdb_threads(n) for n in (10, 65_536, 65_537, 220_011, 10_000_000)] == [2, 2, 2, 4, 16]
+    assert lean.duckdb_threads() == 16
+    monkeypatch.setattr(lean, "cores", lambda: 1)
+    assert lean.duckdb_threads(220_011) == 1
+    monkeypatch.setenv(lean.THREADS_ENV, "3")
+    assert lean.duckdb_threads(10) == 3
+    con = connect(_resnet_normalized(tmp_path), views=[])
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 3
+    monkeypatch.setenv(lean.THREADS_ENV, "many")
+    with pytest.raises(SettingError, match="TRACEPIPE_THREADS"):
+        lean.duckdb_threads()
+
+
+def _resnet_normalized(tmp_path: Path) -> Path:
+    norm = tmp_path / "n"
+    normalize_file(RESNET / "nsys.sqlite.gz", norm)
+    return norm

@@ -133,6 +133,36 @@ def test_sql_reads_through_the_sandbox(nsys_out: Path) -> None:
     assert r.returncode == 0 and ("READ_PARQUET" in plan or "PARQUET_SCAN" in plan) and "ARROW" not in plan, plan
 
 
+def test_sql_creates_only_the_views_a_query_names(nsys_out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query gets the views its statements name (and what they read), not all ~46; a view the parser misses
+    still answers, from a connection with every view."""
+    from click.testing import CliRunner
+
+    import pipeline.analyze as analyze
+    from pipeline.analyze import named_relations
+    from pipeline.cli import main
+
+    q = "WITH x AS (SELECT * FROM kernel_layers) SELECT count(*) FROM x JOIN main.Layer_Summary USING (path)"
+    assert named_relations(q) == {"x", "kernel_layers", "layer_summary"}  # a CTE too: no view of that name
+    assert named_relations("SELECT * FROM kernel_layers k, main.layer_summary s") == {"kernel_layers", "layer_summary"}
+    assert named_relations("SELECT 6 * 7 AS a; SELECT * FROM findings") == {"findings"}  # SELECT 6 * 7 needs none
+    assert named_relations("SHOW TABLES") is None and named_relations("SELECT * FROM duckdb_views()") is None
+    asked: list[object] = []
+    real = analyze.connect
+
+    def connect(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        asked.append(kwargs.get("views"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analyze, "connect", connect)
+    r = CliRunner().invoke(main, ["sql", str(nsys_out), "SELECT count(*) AS n FROM kernel_layers", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.output) == {"n": 33} and asked == [["kernel_layers"]]
+    monkeypatch.setattr(analyze, "named_relations", lambda query: {"kernels"})  # as if the parser missed the view
+    asked.clear()
+    r = CliRunner().invoke(main, ["sql", str(nsys_out), "SELECT count(*) AS n FROM kernel_layers", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.output) == {"n": 33} and asked == [[], None]
+
+
 def test_sql_on_a_folder_that_is_not_normalized(tmp_path: Path) -> None:
     r = tp("sql", tmp_path, "SELECT 1")
     assert r.returncode == 2 and "not a normalized folder" in r.stderr

@@ -30,7 +30,13 @@ from pipeline.analyze.engine import (
     spill_folder,
     table_rows,
 )
-from pipeline.analyze.readonly import READ_ONLY_STATEMENTS, ReadOnlyError, read_only_query, reading_statements
+from pipeline.analyze.readonly import (
+    READ_ONLY_STATEMENTS,
+    ReadOnlyError,
+    named_relations,
+    read_only_query,
+    reading_statements,
+)
 from pipeline.analyze.views import (
     ON_REQUEST,
     STAGED,
@@ -90,6 +96,7 @@ __all__ = [
     "in_memory_rows",
     "input_rows",
     "macro_files",
+    "named_relations",
     "needed_views",
     "per_view_threads",
     "read_only_query",

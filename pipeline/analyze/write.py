@@ -23,11 +23,23 @@ from pipeline.catalog import SQL_DIR
 from pipeline.lean import cores
 from pipeline.outputs import output_folder, writing
 
+#: Rows per row group of a view's Parquet file. DuckDB's writer holds each thread's row group until it is full
+#: (122,880 rows by default): kernel_layers' wide rows made that ~100 MB of analyze's peak RSS on a 220k-kernel
+#: trace, 425 -> 320 MB at this size for the same CPU (benchmarks/results/run_memory_44.txt). The files are
+#: Parquet format 2 (delta encodings, v2 data pages; pyarrow, polars and DuckDB read them): a sorted id or
+#: timestamp column costs a few bits a row, kernel_layers of 220k kernels 3.2 -> 0.3 MB, its write 14% less CPU
+#: (benchmarks/results/parquet_v2_44.txt).
+ROW_GROUP_ROWS = 16_384
+
 
 def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
     """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written."""
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
-    options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER true"
+    options = (
+        f"FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION v2, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
+        if fmt == "parquet"
+        else "FORMAT csv, HEADER true"
+    )
     try:
         with writing(dest):  # a full disk names the view's file: exit 2, not DuckDB's IOException
             (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]

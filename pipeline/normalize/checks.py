@@ -61,7 +61,7 @@ def staged_warnings(writer: TraceWriter) -> list[str]:
     due = [check for check in CHECKS if all(writer.rows.get(t, 0) > 0 for t in check[1])]
     con = None
     if any(name not in writer.counted for name, *_ in due):  # a database (~20 ms) only for what is left
-        con = duckdb_connect()
+        con = duckdb_connect(rows=max(writer.rows.values(), default=0))
         for table in writer.rows:
             path = writer.staged_file(table)
             con.read_parquet(str(path)).create_view(table)  # the path never pasted into SQL text

@@ -11,9 +11,7 @@ per-event dicts or pandas.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import BadInputError
-from pipeline.lean import duckdb_connect
+from pipeline.lean import duckdb_connect, jemalloc_pool
 from pipeline.normalize.checks import count_in
 from pipeline.normalize.chrome_decode import Collected, decode, versions
 from pipeline.normalize.chrome_map import (
@@ -353,30 +351,8 @@ def _write_tables(
         writer.write("ops", ops.result())
 
 
-@contextmanager
-def _jemalloc() -> Iterator[None]:
-    """jemalloc as Arrow's allocator while a trace is normalized (its forked decode workers inherit it),
-    where this pyarrow has it; the previous pool is restored afterwards (buffers remember their pool).
-
-    The default mimalloc costs more in the merge, take and write steps (big fresh buffers, freed and
-    allocated again): normalize of the 500 MB bench trace 6.38 -> 5.79 CPU-s median (-9%; -12% with the
-    pool set for the whole process), the 100 MB one 1.94 -> 1.85 (-5%), every figure of allocation-heavy
-    steps that are a part of those totals (benchmarks/results/bench_chrome_s_chrome.txt).
-    """
-    before = pa.default_memory_pool()
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except (NotImplementedError, pa.ArrowNotImplementedError):  # a pyarrow built without jemalloc
-        yield
-        return
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(before)
-
-
 def normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
-    with _jemalloc():
+    with jemalloc_pool():
         return _normalize_chrome(Path(path), writer)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
+from pipeline.lean import jemalloc_pool
 from pipeline.normalize import forked, nsys_map, nsys_raw
 from pipeline.normalize.nesting import with_nesting
 from pipeline.normalize.nsys_sql import (
@@ -319,6 +320,11 @@ def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) ->
 
 
 def normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None) -> dict[str, object]:
+    with jemalloc_pool():  # less held than with mimalloc (lean.jemalloc_pool)
+        return _normalize_sqlite(path, writer, shown)
+
+
+def _normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None) -> dict[str, object]:
     shown = shown or path
     with local_file(path, ".sqlite") as plain:
         db = Sqlite(plain, shown)

@@ -78,7 +78,7 @@ FROM all_ops ORDER BY op_id
 
 def split_op_ranges(ranges: pa.Table) -> tuple[pa.Table, pa.Table | None]:
     """(layer ranges with ids renumbered in start order, ops) -- ops is None when the trace has no op ranges."""
-    con = duckdb_connect()
+    con = duckdb_connect(rows=ranges.num_rows)
     con.register("raw_ranges", ranges)
     con.execute(f"CREATE TEMP VIEW ranges AS {_AS_LAYERS.replace('FROM ranges', 'FROM raw_ranges')}")
     n_ops = con.execute(f"SELECT count(*) FROM ranges WHERE {_IS_OP}").fetchall()[0][0]
