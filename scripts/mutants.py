@@ -8,7 +8,7 @@ once is *stale* (the code moved on): the run fails too, so the list keeps pace w
 mutant, the guarding tests run once on the unmutated copy and must pass, or a kill would mean nothing.
 
     python scripts/mutants.py                # all
-    python scripts/mutants.py --only waves   # mutants whose name contains 'waves'
+    python scripts/mutants.py --only waves   # mutants whose name contains 'waves' (repeat --only for more)
     python scripts/mutants.py --list
 
 The last result is recorded in benchmarks/results/mutants.txt (``--record``); docs/testing.md explains the set.
@@ -1026,11 +1026,11 @@ def run(mutants: list[Mutant]) -> tuple[list[str], bool]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="run the mutants whose name contains this")
+    ap.add_argument("--only", action="append", help="run the mutants whose name contains this (repeatable: any)")
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
     ap.add_argument("--record", action="store_true", help=f"write the result to {RESULTS.relative_to(ROOT)}")
     args = ap.parse_args()
-    chosen = [m for m in MUTANTS if not args.only or args.only in m.name]
+    chosen = [m for m in MUTANTS if not args.only or any(part in m.name for part in args.only)]
     if args.list:
         for m in chosen:
             print(f"{m.name:32s} {m.file:28s} {m.rule}\n{'':33s}guarded by {', '.join(m.tests)}")
