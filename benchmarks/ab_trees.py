@@ -95,7 +95,8 @@ def main() -> None:
             out = tmp / name
             shutil.rmtree(out, ignore_errors=True)
             argv = [sys.executable, "-m", "pipeline", *(x.replace("{out}", str(out)) for x in args)]
-            m = measure(argv, env={**os.environ, "PYTHONPATH": "", **env}, cwd=tree)
+            # cwd=tree: `python -m` puts it first on sys.path, ahead of PYTHONPATH (kept: a host's carried packages)
+            m = measure(argv, env={**os.environ, **env}, cwd=tree)
             runs[name].append(m)
             print(f"round {r} {name:>10s}: {m.line()}  load {os.getloadavg()[0]:.1f}", flush=True)
     med = statistics.median

@@ -172,6 +172,22 @@ def duckdb_threads(rows: int | None = None) -> int:
     return n
 
 
+#: Environment variable Arrow sizes its CPU pool by when it starts (a fresh interpreter: the nsys kernel writer).
+ARROW_THREADS_ENV = "OMP_NUM_THREADS"
+
+
+def size_arrow_pool(rows: int | None = None) -> int:
+    """Arrow's CPU thread pool sized as :func:`duckdb_threads` sizes DuckDB's, for work over ``rows`` rows; returns
+    the size. Arrow starts one thread per host core, which Parquet reads and writes and the compute kernels keep
+    busy on a small table: on the 16-core GPU host the 220k-kernel run took 6.3 CPU-s and 677 MB with it, 4.7
+    CPU-s and 550 MB with 2 threads, at the same wall time (benchmarks/results/arrow_threads_44.txt)."""
+    import pyarrow as pa
+
+    n = duckdb_threads(rows)
+    pa.set_cpu_count(n)
+    return n
+
+
 def duckdb_connect(config: dict[str, str] | None = None, rows: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with :func:`duckdb_threads` threads for ``rows`` rows (``config`` may say
     otherwise)."""

@@ -952,6 +952,14 @@ MUTANTS: list[Mutant] = [
         "the page embeds the figures of the traces with the most GPU time only; the others' are linked files",
         ("tests/test_report_glance.py::test_the_page_embeds_the_figures_of_the_traces_with_most_gpu_time",),
     ),
+    Mutant(
+        "arrow_pool_not_sized",
+        "pipeline/analyze/engine.py",
+        "    size_arrow_pool(rows)  # the Parquet reads and writes around DuckDB: as many threads",
+        "    pass",
+        "Arrow's CPU pool is sized as DuckDB's threads are, not one thread per host core",
+        ("tests/test_analyze_write.py::test_duckdb_threads_follow_the_row_groups_there_are_to_scan",),
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 import pipeline.analyze.write as analyze_write
@@ -186,7 +187,8 @@ def test_duckdb_threads_follow_the_row_groups_there_are_to_scan(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """One DuckDB thread per 65,536 rows (a row group of normalize's files), at least 2, never more than the
-    allowed cores; TRACEPIPE_THREADS overrides it, and connect sets it from the biggest tables."""
+    allowed cores; TRACEPIPE_THREADS overrides it, and connect sets it from the biggest tables (Arrow's CPU
+    pool too)."""
     from pipeline import lean
     from pipeline.errors import SettingError
 
@@ -198,8 +200,18 @@ def test_duckdb_threads_follow_the_row_groups_there_are_to_scan(
     assert lean.duckdb_threads(220_011) == 1
     monkeypatch.setenv(lean.THREADS_ENV, "3")
     assert lean.duckdb_threads(10) == 3
-    con = connect(_resnet_normalized(tmp_path), views=[])
-    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 3
+    # Arrow's CPU pool (process-wide: restored after) is sized alike, by the nsys normalizer and by connect
+    before = pa.cpu_count()
+    try:
+        pa.set_cpu_count(7)
+        norm = _resnet_normalized(tmp_path)
+        assert pa.cpu_count() == 3
+        pa.set_cpu_count(7)
+        con = connect(norm, views=[])
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 3
+        assert pa.cpu_count() == 3
+    finally:
+        pa.set_cpu_count(before)
     monkeypatch.setenv(lean.THREADS_ENV, "many")
     with pytest.raises(SettingError, match="TRACEPIPE_THREADS"):
         lean.duckdb_threads()

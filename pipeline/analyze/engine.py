@@ -24,7 +24,7 @@ import pyarrow as pa
 from pipeline.analyze.views import ON_REQUEST, _body, macro_files, needed_views, view_files, view_macros, view_order
 from pipeline.catalog import PY_TABLES, SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
-from pipeline.lean import duckdb_connect, duckdb_threads
+from pipeline.lean import duckdb_connect, duckdb_threads, size_arrow_pool
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import committed, committed_files, hold_readers, trace_ids
 
@@ -186,7 +186,9 @@ def connect(
     register_tables(con, normalized, traces)
     ops = table_rows(con, GPU_OP_TABLES)
     # No more threads than the biggest tables have row groups to scan (lean.duckdb_threads)
-    con.execute("SET threads = $n", {"n": duckdb_threads(max(ops, table_rows(con, ("api_calls",))))})
+    rows = max(ops, table_rows(con, ("api_calls",)))
+    con.execute("SET threads = $n", {"n": duckdb_threads(rows)})
+    size_arrow_pool(rows)  # the Parquet reads and writes around DuckDB: as many threads
     if "memory_limit" not in config:  # DuckDB's own default until here: 80% of the machine's memory
         (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
         limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)

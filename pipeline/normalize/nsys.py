@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
-from pipeline.lean import jemalloc_pool
+from pipeline.lean import ARROW_THREADS_ENV, jemalloc_pool, size_arrow_pool
 from pipeline.normalize import forked, nsys_map, nsys_raw
 from pipeline.normalize.nesting import with_nesting
 from pipeline.normalize.nsys_sql import (
@@ -285,6 +285,7 @@ def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) ->
     pyarrow alone starts native threads (jemalloc's background thread, Arrow's), which ``threading`` does not
     see, and a fork copies only the calling thread, so a lock one of them held would stay held in the child."""
     count = db.column(f"SELECT max(rowid) FROM {KERNEL_TABLE}")[0] or 0
+    threads = size_arrow_pool(count)  # this process's Arrow pool, and the child's below (lean.size_arrow_pool)
     # Not inside a worker process (normalize --jobs, a Dask worker): its siblings already use the other cores.
     parallel = forked.cores() > 1 and multiprocessing.parent_process() is None
     if count < PARALLEL_MIN_KERNELS or not parallel:
@@ -293,6 +294,7 @@ def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) ->
     kernels_sql(db)  # the columns it lacks go into this process's warning, as when it writes them itself
     env = {k: v for k, v in os.environ.items() if k != "TRACEPIPE_KILL_AT"}  # the crash points are ours
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the modules this process imports
+    env[ARROW_THREADS_ENV] = str(threads)
     args = [str(path), str(shown), str(writer.out), writer.trace_id, str(writer.staging)]
     proc = subprocess.Popen(
         _child_command(args),
