@@ -3,8 +3,8 @@
 #   run(command="bash benchmarks/device_44.sh", carry=[".whl"], timeout_s=600)
 # 1. bench_vs_nsys.py: a GPT-2-style training run captured under nsys (~220k kernels, train_nvtx.py --model gpt),
 #    then nsys stats against `tracepipe run` (three views, every view), sql against analyze: ratios and targets.
-# 2. ab_trees.py on that export: DuckDB threads as sized now (lean.duckdb_threads) against all 16 (the old default)
-#    and 2, with every output compared.
+# 2. ab_trees.py on that export: DuckDB's threads and Arrow's pool as sized now (lean.duckdb_threads,
+#    size_arrow_pool) against Arrow's pool unsized, all 16 threads (the old default) and 2; every output compared.
 # 3. bench_vs_hta.py under taskset -c 0,1 on the 1.1 MB and 54 MB chrome traces: ratios and targets.
 # The 10M-kernel export (generated here: ~5 min, then one round on 2 cores, ~2.5 min) is a second call:
 #   run(command="bash benchmarks/device_44.sh 10m", carry=[".whl"], timeout_s=600)
@@ -35,8 +35,12 @@ timeout 330 python3 benchmarks/bench_vs_nsys.py --capture /tmp/cap --model gpt -
     --reps "${REPS:-5}" | tee "$OUT/device_44_vs_nsys.txt"
 SQ=/tmp/cap/train_gpt.sqlite
 V="--view kernel_layers --view layer_summary --view layer_timeline"
-timeout 120 python3 benchmarks/ab_trees.py --side default=. --side threads16=.:TRACEPIPE_THREADS=16 \
-    --side threads2=.:TRACEPIPE_THREADS=2 --rounds "${REPS:-5}" -- run "$SQ" --out {out} $V -q \
+# arrow_unsized: this tree with Arrow's pool left at one thread per core (lean.size_arrow_pool a no-op)
+rm -rf /tmp/arrow_unsized && cp -r . /tmp/arrow_unsized && sed -i 's/^    pa.set_cpu_count(n)$/    pass/' /tmp/arrow_unsized/pipeline/lean.py
+grep -c "pa.set_cpu_count" /tmp/arrow_unsized/pipeline/lean.py
+timeout 150 python3 benchmarks/ab_trees.py --side default=. --side arrow_unsized=/tmp/arrow_unsized \
+    --side threads16=.:TRACEPIPE_THREADS=16 --side threads2=.:TRACEPIPE_THREADS=2 \
+    --rounds "${REPS:-5}" -- run "$SQ" --out {out} $V -q \
     | tee "$OUT/device_44_threads.txt"
 S=sample_traces/h200_resnet18/torch_trace.json.gz
 H=sample_traces/external/hta_v100_nccl_df_index_resolver.json.gz
