@@ -236,20 +236,11 @@ def sql(
 
 
 def views_for(con: Any) -> Callable[[str | None], None]:
-    """What creates, on ``con``, the views a statement names and those they read (every view for None, or for a
-    statement whose views the parser cannot tell); views already there stay as they are."""
+    """What creates, on ``con``, the views a statement names and those they read (``engine.lazy_views``)."""
     from pipeline import catalog
-    from pipeline.analyze import create_views, named_relations, view_files
+    from pipeline.analyze import lazy_views
 
-    names = set(view_files(catalog.SQL_DIR))
-
-    def ensure(statement: str | None) -> None:
-        named = None if statement is None else named_relations(statement)
-        only = None if named is None else sorted(named & names)
-        if only != []:
-            create_views(con, catalog.SQL_DIR, only=only, keep_existing=True)
-
-    return ensure
+    return lazy_views(con, catalog.SQL_DIR)
 
 
 def duckdb_error() -> type[Exception]:

@@ -960,6 +960,14 @@ MUTANTS: list[Mutant] = [
         "Arrow's CPU pool is sized as DuckDB's threads are, not one thread per host core",
         ("tests/test_analyze_write.py::test_duckdb_threads_follow_the_row_groups_there_are_to_scan",),
     ),
+    Mutant(
+        "api_views_all_at_connect",
+        "tracepipe/__init__.py",
+        "    return _connect(Path(folder), read_only=True, lazy=True)",
+        "    return _connect(Path(folder), read_only=True)",
+        "the API's connection creates the views statements name as they come, not all ~46 at connect",
+        ("tests/test_api.py::test_views_are_created_as_statements_name_them",),
+    ),
 ]
 
 

@@ -107,3 +107,25 @@ def test_python_dash_m_runs_the_cli() -> None:
             [sys.executable, "-m", module, "--version"], capture_output=True, text=True, cwd=root, check=False
         )
         assert r.returncode == 0 and r.stdout.startswith("tracepipe, version"), (module, r.stderr)
+
+
+def test_views_are_created_as_statements_name_them(nsys_out: Path) -> None:
+    # Creating all ~46 views binds each body again under the views that read it (1.3-2.3 CPU-s on one trace):
+    # tracepipe.connect creates none at first, then those a statement or table() names and those they read;
+    # a statement that may list the catalog gets them all.
+    from pipeline.analyze import needed_views, view_files
+
+    con = tracepipe.connect(nsys_out)
+    raw = con._con  # the connection it guards, whose catalog shows what exists
+
+    def views() -> set[str]:
+        return {v for (v,) in raw.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+
+    tables = views()
+    assert not tables & set(view_files())
+    ((n,),) = con.sql("SELECT count(*) FROM layer_summary").fetchall()
+    assert n > 0 and views() - tables == set(needed_views(["layer_summary"]))
+    assert "findings" not in views()
+    assert con.table("findings").columns and "findings" in views()
+    con.sql("SELECT view_name FROM duckdb_views()").fetchall()
+    assert set(view_files()) <= views()

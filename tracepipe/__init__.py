@@ -43,10 +43,11 @@ TRACE_KINDS: dict[str, tuple[str, ...]] = {
 def connect(folder: str | Path) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection over a normalized folder with every table and every view of sql/, in DuckDB's
     sandbox: no file outside the folder can be read or written, settings are locked; statements that could
-    write (COPY, ATTACH, EXPORT, INSERT ...) are refused (``pipeline.analyze.readonly``)."""
+    write (COPY, ATTACH, EXPORT, INSERT ...) are refused (``pipeline.analyze.readonly``). The views are created
+    as statements name them (creating all ~46 at once binds each body again under the views that read it)."""
     from pipeline.analyze import connect as _connect
 
-    return _connect(Path(folder), read_only=True)
+    return _connect(Path(folder), read_only=True, lazy=True)
 
 
 def describe() -> dict[str, str]:

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -157,10 +158,12 @@ def connect(
     views: list[str] | None = None,
     device: str | None = None,
     traces: set[str] | None = None,
+    lazy: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every table and view registered.
 
-    ``views``: create only these and the views they read (default: every view).
+    ``views``: create only these and the views they read (default: every view). ``lazy`` (with ``read_only``):
+    none at first; each statement's are created as it comes (:func:`lazy_views`).
     ``traces``: register only these trace ids' tables (default: every committed trace).
     ``device``: a name of ``arch.DEVICE_PRESETS`` (``rtx3090``): every traced device is replaced by that part's
     limits, so occupancy, waves and the SM views are a projection (``device_limits.projected_device`` says so).
@@ -201,7 +204,7 @@ def connect(
         register_arrow(con, "_py_device_override", device_override_table(device))
         con.execute("CREATE OR REPLACE VIEW device_override AS SELECT * FROM _py_device_override")
     create_macros(con, sql_dir)  # every macro, for the views created now and those write_views creates later
-    create_views(con, sql_dir, materialize, only=views)
+    create_views(con, sql_dir, materialize, only=[] if lazy and read_only else views)
     if read_only:
         con.execute("SET allowed_directories = $dirs", {"dirs": [f"{normalized}{os.sep}"]})
         con.execute("SET allow_persistent_secrets = false")
@@ -209,8 +212,25 @@ def connect(
         con.execute("SET lock_configuration = true")
         from pipeline.analyze.readonly import ReadOnlyConnection
 
-        return ReadOnlyConnection(con)  # type: ignore[return-value]  # quacks like the connection it wraps
+        ensure = lazy_views(con, sql_dir) if lazy else None
+        return ReadOnlyConnection(con, ensure)  # type: ignore[return-value]  # quacks like the connection it wraps
     return con
+
+
+def lazy_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> Callable[[str | None], None]:
+    """What creates, on ``con``, the views a statement names and those they read (every view for None, or for a
+    statement whose views the parser cannot tell: ``readonly.named_relations``); views already there stay."""
+    from pipeline.analyze.readonly import named_relations
+
+    names = set(view_files(sql_dir))
+
+    def ensure(statement: str | None) -> None:
+        named = None if statement is None else named_relations(statement)
+        only = None if named is None else sorted(named & names)
+        if only != []:
+            create_views(con, sql_dir, only=only, keep_existing=True)
+
+    return ensure
 
 
 def size_setting(env: str, default: str) -> int:
