@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
-from pipeline.normalize.source import read_all
+from pipeline.normalize.source import side_file
 from pipeline.schema import COMPILED_KERNELS
 from pipeline.store import TraceWriter, trace_id_for
 
@@ -210,14 +210,7 @@ def launch_rows(doc: dict[str, Any], capture_id: str) -> list[dict[str, Any]]:
 
 
 def normalize_compiled(path: Path, writer: TraceWriter) -> dict[str, object]:
-    try:
-        doc = json.loads(read_all(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInputError(path, f"not valid JSON ({e})") from e
-    if not isinstance(doc, dict) or MARKER not in doc:
-        raise BadInputError(path, f"not a tracepipe compiled_kernels file (no {MARKER!r} key)")
-    if doc[MARKER] not in SUPPORTED_VERSIONS:
-        raise BadInputError(path, f"compiled_kernels version {doc[MARKER]!r} is newer than this tracepipe reads")
+    doc = side_file(path, MARKER, SUPPORTED_VERSIONS, "compiled_kernels")
     if not isinstance(doc.get("graphs"), list):
         raise BadInputError(path, "'graphs' must be a list of compiled graphs")
     capture_id = trace_id_for(path).rsplit(".", 1)[0]

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
-from pipeline.normalize.source import read_all
+from pipeline.normalize.source import side_file
 from pipeline.schema import LAYER_SHAPES
 from pipeline.store import TraceWriter, trace_id_for
 
@@ -40,14 +40,7 @@ def _row(raw: dict[str, Any], capture_id: str, root: str | None) -> dict[str, An
 
 
 def normalize_layers(path: Path, writer: TraceWriter) -> dict[str, object]:
-    try:
-        doc = json.loads(read_all(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInputError(path, f"not valid JSON ({e})") from e
-    if not isinstance(doc, dict) or MARKER not in doc:
-        raise BadInputError(path, f"not a tracepipe layer_shapes file (no {MARKER!r} key)")
-    if doc[MARKER] not in SUPPORTED_VERSIONS:
-        raise BadInputError(path, f"layer_shapes version {doc[MARKER]!r} is newer than this tracepipe reads")
+    doc = side_file(path, MARKER, SUPPORTED_VERSIONS, "layer_shapes")
     layers = doc.get("layers")
     if not isinstance(layers, list):
         raise BadInputError(path, "'layers' must be a list of module calls")

@@ -7,6 +7,7 @@ its size checked against the limit for formats read whole, and its sha256 starte
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.normalize.ncu_pages import other_page
@@ -102,6 +103,20 @@ def open_binary(path: Path) -> Iterator[IO[bytes]]:
         yield f
     finally:
         f.close()
+
+
+def side_file(path: Path, marker: str, versions: tuple[int, ...], kind: str) -> dict[str, Any]:
+    """The JSON document of a side file tracepipe's capture wrote (``layer_shapes.json``, ``compiled_kernels.json``):
+    an object holding ``marker`` with a version this tracepipe reads, else a BadInputError naming what it is not."""
+    try:
+        doc = json.loads(read_all(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInputError(path, f"not valid JSON ({e})") from e
+    if not isinstance(doc, dict) or marker not in doc:
+        raise BadInputError(path, f"not a tracepipe {kind} file (no {marker!r} key)")
+    if doc[marker] not in versions:
+        raise BadInputError(path, f"{kind} version {doc[marker]!r} is newer than this tracepipe reads")
+    return doc
 
 
 def read_all(path: Path) -> bytes:
