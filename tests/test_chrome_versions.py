@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,29 +104,34 @@ def test_rocm_versions_go_into_trace_meta(tmp_path: Path) -> None:
     assert "roctracer 4.1" in version and "hip runtime 60443483" in version and "hip driver 6.4" in version
 
 
-def test_no_thread_runs_when_decode_workers_fork(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_thread_runs_when_decode_workers_fork(tmp_path: Path) -> None:
     # A fork copies locks held by other threads (Python 3.12+ warns it may deadlock): the file's hash runs in a
-    # child process, and the normalizer starts its threads only after its workers are forked.
-    import os
-    import threading
-
-    from pipeline.normalize import chrome_decode, forked
-
-    monkeypatch.setattr(chrome_decode, "CHUNK_BYTES", 3000)  # many pieces: workers are forked
-    monkeypatch.setattr(forked, "cores", lambda: 2)
-    threads_at_fork = []
-    real_fork = os.fork
-
-    def fork() -> int:
-        threads_at_fork.append(threading.active_count())
-        return real_fork()
-
-    monkeypatch.setattr(os, "fork", fork)
+    # child process, and the normalizer starts its threads only after its workers are forked.  In a fresh
+    # interpreter: a pytest-xdist worker runs a thread of its own, and with one running the normalizer rightly
+    # does not fork at all.
     path = tmp_path / "t" / "trace.json"
     path.parent.mkdir()
     path.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
-    normalize_file(path, tmp_path / "out")
-    assert threads_at_fork == [1, 1]
+    script = f"""
+import os, threading
+from pathlib import Path
+from pipeline.normalize import chrome_decode, forked, normalize_file
+chrome_decode.CHUNK_BYTES = 3000  # many pieces: workers are forked
+forked.cores = lambda: 2
+threads_at_fork = []
+real_fork = os.fork
+def fork():
+    threads_at_fork.append(threading.active_count())
+    return real_fork()
+os.fork = fork
+normalize_file(Path({str(path)!r}), Path({str(tmp_path / "out")!r}))
+print(threads_at_fork)
+"""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[1, 1]"
 
 
 def test_numeric_text_ids_beyond_int64_stay_text(tmp_path: Path) -> None:
