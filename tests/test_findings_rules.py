@@ -14,6 +14,7 @@ from tests.hand_trace import HandTrace
 XMMA_TF32 = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32_stage5_execute_kernel"
 SGEMM_FFMA = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_execute_kernel"
 GEMM_TF32 = "sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4_execute_kernel"
+SDPA_FLASH = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1"  # an H100's
 
 
 def rows(out: Path, rule: str, cols: str = "path, kernel, launches, gpu_time_ns, at_stake_ns") -> list[tuple]:
@@ -44,12 +45,14 @@ def test_layout_conversions_in_a_conv_layer_fire_with_their_share(tmp_path: Path
 
 
 def test_layout_conversions_without_a_convolution_or_below_the_share_do_not_fire(tmp_path: Path) -> None:
-    # attn: a transpose beside a GEMM, no convolution.  conv2: 4.5 µs of transforms in 104.5 µs = 4.3 % < 5 %.
+    # attn: a transpose beside a GEMM and cuDNN's flash attention (`fprop`: forward propagation, no convolution).
+    # conv2: 4.5 µs of transforms in 104.5 µs = 4.3 % < 5 %.
     t = HandTrace()
     t.range("attn", 0, 1_000)
     t.range("conv2", 2_000, 3_000)
     t.kernel("transpose_kernel", 10_000, 50_000, launch_at=100)
     t.kernel(GEMM_TF32, 61_000, 50_000, launch_at=200)
+    t.kernel(SDPA_FLASH, 112_000, 5_000, launch_at=300)
     t.kernel("nchwToNhwcKernel", 120_000, 4_500, launch_at=2_100)
     t.kernel(XMMA_TF32, 130_000, 100_000, launch_at=2_200)
     t.write(tmp_path)

@@ -60,8 +60,9 @@ THRESHOLDS: list[tuple[str, str, float, str, str]] = [
 KERNEL_CLASSES: list[tuple[str, str, str, str]] = [
     (
         "convolution",
-        r"(?i)(fprop|dgrad|wgrad|convolve|convolution|conv[123]d|winograd)",
-        "a convolution kernel (cuDNN implicit GEMM fprop/dgrad/wgrad, implicit_convolve_sgemm, CUTLASS fprop)",
+        # not a bare `fprop`: cuDNN's attention kernels are `..._sdpa_..._flash_fprop_...` (forward propagation)
+        r"(?i)(xmma_fprop|implicit_gemm|dgrad|wgrad|convolve|convolution|conv[123]d|[123]dconv|winograd|scudnn)",
+        "a convolution kernel (cuDNN implicit GEMM fprop/dgrad/wgrad, scudnn, implicit_convolve_sgemm, CUTLASS conv)",
         "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32_...",
     ),
     (
