@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +170,6 @@ def sql(
       tracepipe sql build/normalized                     # interactive
       echo "SELECT count(*) FROM kernels;" | tracepipe sql build/normalized
     """
-    from pipeline import catalog
     from pipeline.analyze import connect
     from pipeline.analyze.shell import (
         MAX_ROWS,
@@ -200,29 +198,20 @@ def sql(
     except OutputError as e:
         console.fail(str(e))
         sys.exit(EXIT_BAD_INPUT)
-    from pipeline.analyze import named_relations, view_files
-
-    # A query gets the views it names (and those they read): creating every view binds each body (2.1 CPU-s on
-    # a 220k-kernel trace); the shell, or a query whose views the parser cannot tell, gets them all.
-    named = None if query is None else named_relations(query)
-    only = None if named is None else sorted(named & set(view_files(catalog.SQL_DIR)))
-    if query is None:
-        only = []  # the shell creates each statement's views as it comes (views_for)
-    con = connect(normalized, read_only=True, device=device, views=only)
+    # The views a statement names (and those they read) are created as it comes: creating every view binds each
+    # body again under the views that read it (2.1 CPU-s on a 220k-kernel trace).
+    con = connect(normalized, read_only=True, device=device, lazy=True)
     if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
         part = DEVICE_PRESETS[device][0]
         click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)
     if query is None:
-        repl(con, normalized, fmt or "table", max_rows, views_for(con))
+        repl(con, normalized, fmt or "table", max_rows, con.ensure_views)
         return
     try:
         try:
             table = run_interruptible(con, lambda: fetch(con, query))
         except catalog_error():
-            if only is None:
-                raise
-            con.close()  # a view reached some way the parser does not see (a macro of the user's): all of them
-            con = connect(normalized, read_only=True, device=device)
+            con.ensure_views(None)  # a view reached some way the parser does not see (a user's macro): all of them
             table = run_interruptible(con, lambda: fetch(con, query))
     except duckdb_error() as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
         console.fail(f"query failed: {first_line(e)}")
@@ -233,14 +222,6 @@ def sql(
         write_result(table, output, file_format)
     else:
         sys.stdout.write(render(table, fmt or "table", max_rows))
-
-
-def views_for(con: Any) -> Callable[[str | None], None]:
-    """What creates, on ``con``, the views a statement names and those they read (``engine.lazy_views``)."""
-    from pipeline import catalog
-    from pipeline.analyze import lazy_views
-
-    return lazy_views(con, catalog.SQL_DIR)
 
 
 def duckdb_error() -> type[Exception]:

@@ -138,8 +138,7 @@ def test_sql_creates_only_the_views_a_query_names(nsys_out: Path, monkeypatch: p
     still answers, from a connection with every view."""
     from click.testing import CliRunner
 
-    import pipeline.analyze as analyze
-    from pipeline.analyze import named_relations
+    from pipeline.analyze import engine, named_relations, readonly
     from pipeline.cli import main
 
     q = "WITH x AS (SELECT * FROM kernel_layers) SELECT count(*) FROM x JOIN main.Layer_Summary USING (path)"
@@ -147,20 +146,21 @@ def test_sql_creates_only_the_views_a_query_names(nsys_out: Path, monkeypatch: p
     assert named_relations("SELECT * FROM kernel_layers k, main.layer_summary s") == {"kernel_layers", "layer_summary"}
     assert named_relations("SELECT 6 * 7 AS a; SELECT * FROM findings") == {"findings"}  # SELECT 6 * 7 needs none
     assert named_relations("SHOW TABLES") is None and named_relations("SELECT * FROM duckdb_views()") is None
-    asked: list[object] = []
-    real = analyze.connect
+    asked: list[object] = []  # the views each creation was asked for: none at connect, then as statements name them
+    real = engine.create_views
 
-    def connect(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        asked.append(kwargs.get("views"))
+    def create_views(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        asked.append(kwargs.get("only"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(analyze, "connect", connect)
+    monkeypatch.setattr(engine, "create_views", create_views)
     r = CliRunner().invoke(main, ["sql", str(nsys_out), "SELECT count(*) AS n FROM kernel_layers", "--format", "json"])
-    assert r.exit_code == 0 and json.loads(r.output) == {"n": 33} and asked == [["kernel_layers"]]
-    monkeypatch.setattr(analyze, "named_relations", lambda query: {"kernels"})  # as if the parser missed the view
+    assert r.exit_code == 0 and json.loads(r.output) == {"n": 33}
+    assert asked[0] == [] and asked[1:] and all(a == ["kernel_layers"] for a in asked[1:]), asked
+    monkeypatch.setattr(readonly, "named_relations", lambda query: {"kernels"})  # as if the parser missed the view
     asked.clear()
     r = CliRunner().invoke(main, ["sql", str(nsys_out), "SELECT count(*) AS n FROM kernel_layers", "--format", "json"])
-    assert r.exit_code == 0 and json.loads(r.output) == {"n": 33} and asked == [[], None]
+    assert r.exit_code == 0 and json.loads(r.output) == {"n": 33} and asked == [[], None]  # then every view
 
 
 def test_sql_on_a_folder_that_is_not_normalized(tmp_path: Path) -> None:

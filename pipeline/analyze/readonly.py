@@ -125,32 +125,34 @@ class ReadOnlyConnection:
         self._con = con
         self._ensure = ensure
 
-    def _views_for(self, query: Any) -> None:
+    def ensure_views(self, query: Any) -> None:
+        """Create the views ``query`` names and those they read (every view for None or a text the parser cannot
+        tell); nothing on a connection made with all its views."""
         if self._ensure is not None:
             text = query.query if isinstance(query, duckdb.Statement) else query
             self._ensure(text if isinstance(text, str) else None)
 
     def execute(self, query: Any, parameters: object = None) -> ReadOnlyConnection:
         reading_statements(query)
-        self._views_for(query)
+        self.ensure_views(query)
         self._con.execute(query, parameters)
         return self  # DuckDB returns the connection for chaining: the guarded one, so a chain stays guarded
 
     def executemany(self, query: Any, parameters: object = None) -> ReadOnlyConnection:
         reading_statements(query)
-        self._views_for(query)
+        self.ensure_views(query)
         self._con.executemany(query, parameters)
         return self
 
     def sql(self, query: Any, *, alias: str = "", params: object = None) -> duckdb.DuckDBPyRelation:
         reading_statements(query)
-        self._views_for(query)
+        self.ensure_views(query)
         return self._con.sql(query, alias=alias, params=params)
 
     query = from_query = sql
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
-        self._views_for(f"SELECT * FROM {name}")
+        self.ensure_views(f"SELECT * FROM {name}")
         return self._con.table(name)
 
     view = table
