@@ -6,7 +6,14 @@ names the file and what was wrong with it).
 
 from __future__ import annotations
 
+import os
 import sys
+
+# Before anything imports numpy (duckdb and pyarrow do): numpy's OpenBLAS starts a thread per core at import,
+# which spin for a while waiting for work the command never gives them (no linear algebra here). On the
+# 16-core GPU host that was 2.0 of the 2.6 CPU-s this module's imports took, a third of a `run`'s CPU
+# (benchmarks/results/openblas_threads_44.txt). A user's own setting stays.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import click
 

@@ -194,3 +194,26 @@ def test_folder_scan_skips_a_report_only_beside_its_own_export(tmp_path: Path) -
         (tmp_path / name).write_bytes(b"x")
     got = [p.relative_to(tmp_path).as_posix() for p in expand_inputs((tmp_path,))]
     assert got == ["rank0/nsys.nsys-rep", "rank1/nsys.sqlite.gz"]
+
+
+def _threads_after_cli_imports(env: dict[str, str]) -> tuple[int, str]:
+    """OS threads of a fresh interpreter once it has imported the command line (and with it numpy), and the
+    OPENBLAS_NUM_THREADS it then sees."""
+    code = (
+        "import os, pipeline.cli, numpy\nprint(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])"
+    )
+
+    env = {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    threads, setting = out.split()
+    return int(threads), setting
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="OpenBLAS starts no thread of its own on one core")
+def test_the_command_line_starts_no_openblas_thread_pool_and_keeps_a_users_setting() -> None:
+    """numpy's OpenBLAS would start a spinning thread per core at import: 2 CPU-s on a 16-core host."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    unset = _threads_after_cli_imports(env)
+    one = _threads_after_cli_imports({**env, "OPENBLAS_NUM_THREADS": "1"})
+    assert unset == one  # the same threads as with OpenBLAS held to one by hand
+    assert _threads_after_cli_imports({**env, "OPENBLAS_NUM_THREADS": "2"})[1] == "2"
