@@ -19,7 +19,7 @@ import pytest
 
 from pipeline.analyze import connect
 from pipeline.errors import BadInputError
-from pipeline.normalize import normalize_file
+from pipeline.normalize import normalize_file, nsys
 from tests.conftest import SAMPLES, SMALLCNN, q
 
 SCHEMAS = SAMPLES / "nsys_schemas"
@@ -281,9 +281,14 @@ def test_empty_and_missing_optional_tables(tmp_path: Path) -> None:
     assert connect(out).sql("SELECT path, kernels FROM layer_summary").fetchall() == [(None, 4)]
 
 
-def test_missing_columns_are_null_and_said_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", [False, True])
+def test_missing_columns_are_null_and_said_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: bool) -> None:
     # A hand-built export with the fewest columns (like nsys-ai's fixtures): kernels without process,
     # registers or launch type; a runtime table without globalTid cannot link anything and is left out.
+    # threads: the kernels read on a thread of their own connection, whose missing columns are said all the same.
+    if threads:
+        monkeypatch.setattr(nsys, "THREAD_MIN_ROWS", 1)
+        monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
     path = tmp_path / "few.sqlite"
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")

@@ -8,12 +8,14 @@ from __future__ import annotations
 import gzip
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file, nsys
 from pipeline.store import committed_file
 from tests.conftest import SAMPLES
@@ -126,3 +128,53 @@ def test_inside_a_worker_process_the_kernels_are_written_in_it(tmp_path: Path, m
     normalize_file(path, tmp_path / "out")
     kernels, _ = _expected(path)
     assert _got(tmp_path / "out", "kernels", "kernel_id") == kernels
+
+
+@pytest.mark.parametrize("reverse", [(), ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")])
+def test_a_mid_size_export_s_kernels_and_calls_are_written_by_threads_and_equal_the_serial_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reverse: tuple
+) -> None:
+    """From THREAD_MIN_ROWS rows on, the kernels and the runtime calls are each read on a thread of their own
+    (their own connection) while this one writes the rest: the same tables, in the same order, as one thread."""
+    path = _sqlite(tmp_path, reverse)
+    serial = tmp_path / "serial"
+    normalize_file(path, serial)
+    on: dict[str, str] = {}
+    for name in ("write_kernels_in", "write_api_calls_in"):
+        real = getattr(nsys, name)
+
+        def spy(*args: object, _real=real, _name=name) -> object:
+            on[_name] = threading.current_thread().name
+            return _real(*args)
+
+        monkeypatch.setattr(nsys, name, spy)
+    monkeypatch.setattr(nsys, "THREAD_MIN_ROWS", 1)
+    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys, "_child_command", lambda args: pytest.fail("started a kernels child below its size"))
+    threaded = tmp_path / "threaded"
+    normalize_file(path, threaded)
+    assert sorted(on) == ["write_api_calls_in", "write_kernels_in"]
+    assert all(t.startswith("tracepipe-normalize") for t in on.values()), on
+    kernels, calls = _expected(path)
+    assert _got(threaded, "kernels", "kernel_id") == kernels
+    assert _got(threaded, "api_calls", "call_id") == calls
+    for table in ("kernels", "api_calls", "nvtx_ranges"):
+        a = pq.read_table(committed_file(serial, "cap.nsys", table))
+        b = pq.read_table(committed_file(threaded, "cap.nsys", table))
+        assert a.drop_columns(["trace_id"]).equals(b.drop_columns(["trace_id"])), table
+
+
+def test_a_thread_that_fails_fails_the_input_and_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _sqlite(tmp_path)
+    monkeypatch.setattr(nsys, "THREAD_MIN_ROWS", 1)
+    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+
+    def broken(path: Path, shown: Path, writer: object) -> None:
+        raise BadInputError(shown, "sqlite query failed (disk I/O error)")
+
+    monkeypatch.setattr(nsys, "write_api_calls_in", broken)
+    with pytest.raises(BadInputError, match=r"nsys\.sqlite.*disk I/O error"):
+        normalize_file(path, tmp_path / "out")
+    assert not list((tmp_path / "out").rglob("*.parquet"))  # no table of the failed generation is visible

@@ -10,6 +10,7 @@ older export simply yields nulls where it lacks a column.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import multiprocessing
@@ -52,6 +53,12 @@ from pipeline.store import TraceWriter
 #: fresh interpreter (~0.9 CPU-s of start and imports on a loaded 2-core VM), about half what 1M kernels cost
 #: (~2.1 CPU-s): below that it would cost more CPU than the overlap saves in wall time.
 PARALLEL_MIN_KERNELS = 1_000_000
+#: From this many rows on (and with 2+ cores, outside a worker pool), the kernels and the runtime calls of a
+#: smaller export are each read and written by a thread of this process, on a connection of its own, while
+#: this thread writes the other tables: ADBC lets go of the GIL while sqlite steps through rows, Arrow while
+#: it converts and Parquet while it encodes, so the tables' reads overlap: on the GPU host's 231k-kernel GPT
+#: export `run` took 0.80x the wall at the same CPU, 0.93x on a 2-core VM (benchmarks/results/normalize_threads_44.txt).
+THREAD_MIN_ROWS = 50_000
 #: Threads reading the kernel table in that child (:meth:`Sqlite.chunked_batches`): this process reads its
 #: tables meanwhile, and the child runs on alone once it is done.
 KERNEL_READERS = 2
@@ -270,6 +277,38 @@ def write_kernels_in(path: Path, shown: Path, writer: TraceWriter) -> int:
         own.close()
 
 
+def _in_thread(fn: Callable[..., object], *args: object) -> Callable[[], None]:
+    """``fn(*args)`` started on a thread of its own; returns what waits for it (and raises what it raised)."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracepipe-normalize")
+    try:
+        done = pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
+
+    def wait() -> None:
+        done.result()
+
+    return wait
+
+
+def _side_work_allowed() -> bool:
+    """Whether a table may be written beside this thread: 2+ cores, and not inside a worker process
+    (normalize --jobs, a Dask worker), whose siblings already use the other cores."""
+    return forked.cores() > 1 and multiprocessing.parent_process() is None
+
+
+def _wait_all(waits: list[Callable[[], None]]) -> None:
+    """Wait for every one of ``waits`` (none left writing into the generation), then raise the first failure."""
+    failures = []
+    for wait in waits:
+        try:
+            wait()
+        except BaseException as e:  # re-raised below, once all are done
+            failures.append(e)
+    if failures:
+        raise failures[0]
+
+
 def _child_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "pipeline.normalize.nsys_kernels", *args]
 
@@ -277,21 +316,22 @@ def _child_command(args: list[str]) -> list[str]:
 def _kernels_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) -> Callable[[], None]:
     """Start writing the kernels table; returns what waits for it to be written. Large exports on a machine
     with 2+ cores: in a child process with its own sqlite connections, while this process writes the other
-    tables; else right here. (ADBC lets go of the GIL while sqlite steps through rows, and the child reads with
-    :data:`KERNEL_READERS` threads, but the Arrow and numpy work on each batch holds it: a thread of this
-    process would take turns with the other tables' own work.)
+    tables; mid-size ones (:data:`THREAD_MIN_ROWS`): on a thread of this process; else right here. (ADBC lets
+    go of the GIL while sqlite steps through rows, and the child reads with :data:`KERNEL_READERS` threads, but
+    the Arrow and numpy work on each batch holds it: on a large export a thread of this process would take turns
+    with the other tables' own work for long; a child has a GIL of its own.)
 
     The child is a fresh interpreter (``python -m pipeline.normalize.nsys_kernels``), not a fork: importing
     pyarrow alone starts native threads (jemalloc's background thread, Arrow's), which ``threading`` does not
     see, and a fork copies only the calling thread, so a lock one of them held would stay held in the child."""
     count = db.column(f"SELECT max(rowid) FROM {KERNEL_TABLE}")[0] or 0
     threads = size_arrow_pool(count)  # this process's Arrow pool, and the child's below (lean.size_arrow_pool)
-    # Not inside a worker process (normalize --jobs, a Dask worker): its siblings already use the other cores.
-    parallel = forked.cores() > 1 and multiprocessing.parent_process() is None
-    if count < PARALLEL_MIN_KERNELS or not parallel:
+    if count < min(THREAD_MIN_ROWS, PARALLEL_MIN_KERNELS) or not _side_work_allowed():
         _write_kernels(db, writer)
         return lambda: None
     kernels_sql(db)  # the columns it lacks go into this process's warning, as when it writes them itself
+    if count < PARALLEL_MIN_KERNELS:
+        return _in_thread(write_kernels_in, path, shown, writer)
     env = {k: v for k, v in os.environ.items() if k != "TRACEPIPE_KILL_AT"}  # the crash points are ours
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the modules this process imports
     env[ARROW_THREADS_ENV] = str(threads)
@@ -336,26 +376,52 @@ def _normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None
                     shown, f"no {KERNEL_TABLE} table: the capture has no CUDA kernels (was it run with -t cuda?)"
                 )
             warnings = _usable_tables(db) + _unended_ranges(db) + whole_graph_warning(db)
-            kernels = _kernels_writer(db, plain, shown, writer)
+            waits = [_kernels_writer(db, plain, shown, writer)]
             try:
+                waits.append(_api_calls_writer(db, plain, shown, writer))
                 _write_other_tables(db, writer)
             except BaseException:
-                with contextlib.suppress(Exception):
-                    kernels()  # the child is done (or dead) before the generation is removed
+                with contextlib.suppress(BaseException):
+                    _wait_all(waits)  # the child and threads are done (or dead) before the generation is removed
                 raise
-            kernels()
+            _wait_all(waits)
             meta = read_meta(db)
             return {**meta, "warnings": warnings + _missing_columns(db)}
         finally:
             db.close()
 
 
-def _write_other_tables(db: Sqlite, writer: TraceWriter) -> None:
-    """Every table but the kernels."""
+def _write_api_calls(db: Sqlite, writer: TraceWriter) -> None:
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in db.usable or "CUPTI_ACTIVITY_KIND_DRIVER" in db.usable:
         stored_sql = api_calls_sql(db, True)  # None when a driver table is there too
         raw = [lambda: nsys_raw.api_call_batches(db)] if RAW_READS and stored_sql is not None else []
         _write_in_order(writer, "api_calls", "call_id", db, raw + _stored_sql(db, stored_sql), api_calls_sql(db))
+
+
+def write_api_calls_in(path: Path, shown: Path, writer: TraceWriter) -> None:
+    """The runtime and driver calls of the export at ``path`` written by ``writer``, from a connection of its own."""
+    own = Sqlite(path, shown)
+    try:
+        _usable_tables(own)
+        _write_api_calls(own, writer)
+    finally:
+        own.close()
+
+
+def _api_calls_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) -> Callable[[], None]:
+    """Start writing the api_calls table: on a thread of its own from :data:`THREAD_MIN_ROWS` runtime calls
+    on (as the kernels), else right here; returns what waits for it to be written."""
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    count = (db.column(f"SELECT max(rowid) FROM {table}")[0] or 0) if table in db.usable else 0
+    if count < THREAD_MIN_ROWS or not _side_work_allowed():
+        _write_api_calls(db, writer)
+        return lambda: None
+    api_calls_sql(db, True), api_calls_sql(db)  # the columns they lack go into this process's warning
+    return _in_thread(write_api_calls_in, path, shown, writer)
+
+
+def _write_other_tables(db: Sqlite, writer: TraceWriter) -> None:
+    """Every table but the kernels and the API calls."""
     for table, sql in (
         ("nvtx_marks", nvtx_marks_sql(db)),
         ("memcpy", memcpy_sql(db)),
