@@ -332,3 +332,33 @@ def test_sparse_rowids_make_a_bounded_number_of_chunk_queries(tmp_path: Path, mo
         db.close()
     chunked = [q for q in queries if "rowid >" in q]
     assert 2 <= len(chunked) <= sqlite_reader.MAX_CHUNKS + 1
+
+
+def test_a_table_smaller_than_a_chunk_is_still_split_two_chunks_a_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mid-size table (fewer rowids than CHUNK_ROWS) is read in two chunks a reader, none under BATCH_ROWS rows:
+    rowids 1..6 (a span of 5), two readers: BATCH_ROWS 1 -> chunks of 5 // 4 + 1 = 2 rowids, three queries;
+    BATCH_ROWS 4 -> chunks of 4, two queries; BATCH_ROWS 6 -> more than the span: the one query of the whole."""
+    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", 1000)
+    path = _corner_export(tmp_path / "c.sqlite")
+    for batch_rows, chunks in ((1, 3), (4, 2), (6, 0)):
+        monkeypatch.setattr(sqlite_reader, "BATCH_ROWS", batch_rows)
+        queries: list[str] = []
+        reader = sqlite_reader.Sqlite._reader
+
+        def counted(stmt: object, sql: str, _queries: list[str] = queries, _reader=reader) -> pa.RecordBatchReader:
+            _queries.append(sql)
+            return _reader(stmt, sql)
+
+        monkeypatch.setattr(sqlite_reader.Sqlite, "_reader", staticmethod(counted))
+        db = _open(path)
+        try:
+            starts = pa.concat_arrays(
+                [b.column(0) for b in db.chunked_batches("CUPTI_ACTIVITY_KIND_KERNEL", "start", 2)]
+            ).to_pylist()
+        finally:
+            db.close()
+        assert starts == [100, 101, 102, 103, 104, 105], batch_rows
+        assert len([q for q in queries if "rowid >" in q]) == chunks, (batch_rows, queries)
+        monkeypatch.setattr(sqlite_reader.Sqlite, "_reader", staticmethod(reader))

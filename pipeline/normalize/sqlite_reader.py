@@ -96,7 +96,7 @@ class Sqlite:
 
     def chunked_batches(self, table: str, select: str, readers: int) -> Iterator[pa.RecordBatch]:
         """``SELECT select FROM table ORDER BY rowid`` as :meth:`batches` gives it, read by ``readers`` threads,
-        each on a connection of its own, :data:`CHUNK_ROWS` rowids at a time; batches come in rowid order.
+        each on a connection of its own, up to :data:`CHUNK_ROWS` rowids at a time; batches come in rowid order.
 
         ADBC's sqlite driver lets go of the GIL while it steps through rows, so the readers decode rows side by
         side while the caller works on the batches already read (the 10M-kernel export: the kernel table's
@@ -109,11 +109,18 @@ class Sqlite:
             yield from self.batches(whole)
             return
         first, last = self.arrow(f"SELECT min(rowid), max(rowid) FROM {table}").to_pylist()[0].values()
-        if last is None or last - first < CHUNK_ROWS:
+        if last is None:
             yield from self.batches(whole)
             return
-        # nsys numbers rows 1..n; a file with far sparser rowids still makes at most ~MAX_CHUNKS queries
-        step = max(CHUNK_ROWS, (int(last) - int(first)) // MAX_CHUNKS + 1)
+        span = int(last) - int(first)
+        # At most CHUNK_ROWS rowids a chunk, but two chunks a reader at least (no fewer than BATCH_ROWS rows each):
+        # a 231k-kernel table in four chunks, not one, has both readers busy (`run` 0.90x the wall on the 16-core
+        # GPU host, 0.96x on 2 cores, benchmarks/results/normalize_chunks_44.txt). nsys numbers rows 1..n; a file
+        # with far sparser rowids still makes at most ~MAX_CHUNKS queries.
+        step = max(min(CHUNK_ROWS, max(BATCH_ROWS, span // (2 * readers) + 1)), span // MAX_CHUNKS + 1)
+        if span < step:
+            yield from self.batches(whole)
+            return
         local, conns, lock = threading.local(), [], threading.Lock()
 
         def read(lo: int) -> list[pa.RecordBatch]:
