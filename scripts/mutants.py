@@ -530,6 +530,22 @@ MUTANTS: list[Mutant] = [
         (f"{GOLDEN}::test_optimizer_step_inside_a_backward_op_is_optimizer",),
     ),
     Mutant(
+        "highest_optimizer_range_wins",
+        "sql/launch_point_layers.sql",
+        "coalesce(max(range_id) FILTER (WHERE ours), max(range_id)) AS opt_range_id",
+        "max(range_id) AS opt_range_id",
+        "tracepipe's optimizer range wins over a PyTorch step range inside it (the higher range id)",
+        (f"{GOLDEN}::test_tracepipes_optimizer_range_wins_over_pytorchs_step_range_inside_it",),
+    ),
+    Mutant(
+        "optimizer_step_ops_ignored",
+        "sql/launch_point_layers.sql",
+        "\n          UNION ALL SELECT * FROM interval_at(opt_points, op_steps, 1, true))",
+        ")",
+        "a launch inside a PyTorch step op (no range: nsys --pytorch=functions-trace) is optimizer work",
+        ("tests/test_nsys_pytorch.py::test_functions_trace_alone_still_has_its_optimizer_steps",),
+    ),
+    Mutant(
         "range_at_bwd_start_is_outside",
         "sql/launch_point_layers.sql",
         "NOT coalesce(own_r.start_ns >= c.bwd_start_ns, false)",

@@ -6,6 +6,7 @@
 --          its reader's do not hold DuckDB's memory at once: docs/benchmarks.md, gpu_op_attribution_staged.txt)
 -- Inputs:  _point_ranges, _backward_links, _optimizer_steps, _backward_threads, nvtx_ranges (push/pop ranges),
 --          compiled_statements
+-- Macros:  interval_at, outermost_intervals
 -- Output, one row per distinct (trace_id, launch_pid, launch_tid, launch_start_ns) of gpu_op_launches:
 --   trace_id         VARCHAR: the trace
 --   pid              BIGINT: the launching thread's process (gpu_op_launches.launch_pid)
@@ -67,15 +68,33 @@ bwd_decided AS (   -- the linked forward op's layer, unless a range opened insid
       ON fr.trace_id = c.trace_id AND fr.pid IS NOT DISTINCT FROM c.fwd_pid AND fr.tid = c.fwd_tid
      AND fr.t = c.fwd_start_ns
 ),
+opt_points AS (   -- launch points on a thread with optimizer steps, on interval_at's lanes
+    SELECT trace_id, pid AS lane, tid AS sublane, t
+    FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM _optimizer_steps)
+),
+opt_steps AS (   -- the steps as interval_at's intervals [lo, hi] (a launch at a step's end is inside it)
+    SELECT trace_id, pid AS lane, tid AS sublane, start_ns, end_ns, start_ns AS lo, end_ns AS hi, range_id, ours,
+           NULL AS tie
+    FROM _optimizer_steps WHERE tid IS NOT NULL
+),
+ours_steps AS (SELECT * EXCLUDE (start_ns, end_ns, tie) FROM opt_steps WHERE ours),
+range_steps AS (SELECT * EXCLUDE (start_ns, end_ns, tie) FROM opt_steps WHERE NOT ours AND range_id IS NOT NULL),
+op_candidates AS (SELECT * FROM opt_steps WHERE range_id IS NULL),
+op_steps AS (   -- PyTorch's step ops may nest: their outermost ones tell the same (they carry no range)
+    SELECT * EXCLUDE (start_ns, end_ns, tie) FROM outermost_intervals(op_candidates, false)
+),
 opt_ctx AS (   -- tracepipe's own `optimizer` range wins: its global step hooks open it inside PyTorch's
-               -- Optimizer.step# range, which a PyTorch trace records and nsys (an op under emit_nvtx) does not
-    SELECT q.trace_id, q.pid, q.tid, q.t, coalesce(max(o.range_id) FILTER (WHERE o.ours), max(o.range_id))
-                                              AS opt_range_id
-    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM _optimizer_steps)) q
-    JOIN _optimizer_steps o
-      ON o.trace_id = q.trace_id AND o.pid IS NOT DISTINCT FROM q.pid AND o.tid = q.tid
-     AND o.start_ns <= q.t AND q.t <= o.end_ns
-    GROUP BY ALL
+               -- Optimizer.step# range, which a PyTorch trace records and nsys (an op under emit_nvtx) does not.
+               -- Each kind of step is disjoint on a thread (_optimizer_steps keeps the outermost of a kind), so
+               -- each is found by time buckets; a range join compared every launch of the thread with every step:
+               -- 3,000 steps, 2.3M kernels 8.7 -> 4.2 CPU-s (benchmarks/results/optimizer_steps_44.txt).
+    SELECT trace_id, lane AS pid, sublane AS tid, t,
+           coalesce(max(range_id) FILTER (WHERE ours), max(range_id)) AS opt_range_id
+    FROM (SELECT * FROM interval_at(opt_points, ours_steps, 1, true)
+          UNION ALL SELECT * FROM interval_at(opt_points, range_steps, 1, true)
+          UNION ALL SELECT * FROM interval_at(opt_points, op_steps, 1, true))
+    WHERE lo IS NOT NULL
+    GROUP BY trace_id, lane, sublane, t
 ),
 in_statement AS (   -- rule (5): launch points inside a compiled graph's statement op (none on other threads)
     SELECT q.trace_id, q.pid, q.tid, q.t, s.module_chain, s.modules AS fused_modules, s.root_name AS compiled_root

@@ -77,6 +77,30 @@ def test_optimizer_step_inside_a_backward_op_is_optimizer(tmp_path: Path) -> Non
     )
 
 
+def test_tracepipes_optimizer_range_wins_over_pytorchs_step_range_inside_it(tmp_path: Path) -> None:
+    # A user's own `optimizer` range [100, 300] (our capture's name) around opt.step(), inside which PyTorch's
+    # Optimizer.step#SGD.step range runs [150, 250]: range ids go by start, so PyTorch's is the higher one and
+    # the innermost at 200.  tracepipe's range wins for every launch inside it (rule 3): 120 and 200 on
+    # `optimizer`, not on PyTorch's range (the highest range id would be); 350 is outside both, no pass.
+    write(
+        tmp_path,
+        "opt.nsys",
+        nvtx_ranges=[push_pop("optimizer", 100, 300), push_pop("Optimizer.step#SGD.step", 150, 250)],
+        api_calls=[launch(1, 120), launch(2, 200), launch(3, 350)],
+        kernels=[kernel(1), kernel(2), kernel(3)],
+    )
+    expect(
+        tmp_path,
+        LAUNCH_POINTS,
+        """
+        kernel | tid | t   | layer     | pass      | bwd_op_id | fwd_op_id
+        0      | 1   | 120 | optimizer | optimizer | NULL      | NULL
+        1      | 1   | 200 | optimizer | optimizer | NULL      | NULL
+        2      | 1   | 350 | NULL      | NULL      | NULL      | NULL
+        """,
+    )
+
+
 def test_a_range_opened_at_the_backward_ops_start_wins_over_the_link(tmp_path: Path) -> None:
     # Forward: aten::mm (op 0, sequence number 9) at 40 inside `block` on thread 1.  Its backward, MmBackward0
     # (op 1, 9), runs on thread 2 over [700, 800], inside a `backward` range opened before it (650); a
