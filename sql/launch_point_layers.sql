@@ -96,12 +96,22 @@ opt_ctx AS (   -- tracepipe's own `optimizer` range wins: its global step hooks 
     WHERE lo IS NOT NULL
     GROUP BY trace_id, lane, sublane, t
 ),
-in_statement AS (   -- rule (5): launch points inside a compiled graph's statement op (none on other threads)
-    SELECT q.trace_id, q.pid, q.tid, q.t, s.module_chain, s.modules AS fused_modules, s.root_name AS compiled_root
-    FROM (SELECT * FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM compiled_statements)) q
-    JOIN compiled_statements s
-      ON s.trace_id = q.trace_id AND s.pid IS NOT DISTINCT FROM q.pid AND s.tid = q.tid
-     AND s.start_ns <= q.t AND q.t <= s.end_ns
+statement_points AS (   -- launch points on a thread with compiled statement ops, on interval_at's lanes
+    SELECT trace_id, pid AS lane, tid AS sublane, t
+    FROM lp WHERE (trace_id, tid) IN (SELECT trace_id, tid FROM compiled_statements)
+),
+statement_spans AS (   -- the statement ops as intervals [lo, hi]: the outermost of a graph call, disjoint on a thread
+    SELECT trace_id, pid AS lane, tid AS sublane, start_ns AS lo, end_ns AS hi, module_chain,
+           modules AS fused_modules, root_name AS compiled_root
+    FROM compiled_statements WHERE tid IS NOT NULL
+),
+in_statement AS (   -- rule (5): launch points inside a compiled graph's statement op (none on other threads), found
+                    -- by time buckets: a graph call's statements are about as many as its launches, so a join on
+                    -- the thread compared every launch with every statement of the trace (20 copies of the compiled
+                    -- sample: 4.7 -> 2.1 CPU-s, benchmarks/results/compiled_statements_44.txt)
+    SELECT trace_id, lane AS pid, sublane AS tid, t, module_chain, fused_modules, compiled_root
+    FROM interval_at(statement_points, statement_spans, 1, true)
+    WHERE lo IS NOT NULL
 ),
 decided AS (
     SELECT a.trace_id, a.pid, a.tid, a.t, bd.bwd_op_id, bd.fwd_op_id,
