@@ -6,14 +6,7 @@ names the file and what was wrong with it).
 
 from __future__ import annotations
 
-import os
 import sys
-
-# Before anything imports numpy (duckdb and pyarrow do): numpy's OpenBLAS starts a thread per core at import,
-# which spin for a while waiting for work the command never gives them (no linear algebra here). On the
-# 16-core GPU host that was 2.0 of the 2.6 CPU-s this module's imports took, a third of a `run`'s CPU
-# (benchmarks/results/openblas_threads_44.txt). A user's own setting stays.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import click
 
@@ -114,6 +107,10 @@ def _internal(e: BaseException) -> None:
         raise e
     sys.exit(EXIT_FAILED)
 
+
+from pipeline.lean import settle_process_environment  # noqa: E402
+
+settle_process_environment()  # before the commands' modules import numpy (duckdb, pyarrow): lean.PROCESS_ENVIRONMENT
 
 # Each command is defined in a module of its own, registered here (imports stay lazy inside each command): the
 # commands import the library below them, never this module.

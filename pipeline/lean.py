@@ -15,6 +15,29 @@ if TYPE_CHECKING:
     import duckdb
 
 
+#: What the command line sets in its own environment before anything imports numpy (duckdb and pyarrow do), where
+#: the user has not set it: numpy's OpenBLAS starts a thread per core at import, which spin for a while waiting
+#: for work a tracepipe process never gives them (no linear algebra here). On the 16-core GPU host that was 2.0 of
+#: the 2.6 CPU-s of the command line's imports, a third of a `run`'s CPU (benchmarks/results/
+#: openblas_threads_44.txt). Children of tracepipe's own (the kernel writer, --jobs workers) inherit it; the
+#: programs it runs for the user (`capture`) get the environment the user gave (:func:`users_environment`).
+PROCESS_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
+_SET_BY_US: set[str] = set()
+
+
+def settle_process_environment() -> None:
+    """Set :data:`PROCESS_ENVIRONMENT` where the user has not (call it before numpy is imported)."""
+    for name, value in PROCESS_ENVIRONMENT.items():
+        if name not in os.environ:
+            os.environ[name] = value
+            _SET_BY_US.add(name)
+
+
+def users_environment() -> dict[str, str]:
+    """This process's environment without what :func:`settle_process_environment` set: for the user's programs."""
+    return {k: v for k, v in os.environ.items() if k not in _SET_BY_US}
+
+
 class _NoPandas:
     """A meta path finder that makes pandas look absent."""
 

@@ -217,3 +217,21 @@ def test_the_command_line_starts_no_openblas_thread_pool_and_keeps_a_users_setti
     one = _threads_after_cli_imports({**env, "OPENBLAS_NUM_THREADS": "1"})
     assert unset == one  # the same threads as with OpenBLAS held to one by hand
     assert _threads_after_cli_imports({**env, "OPENBLAS_NUM_THREADS": "2"})[1] == "2"
+
+
+def test_the_users_program_under_capture_gets_the_environment_the_user_gave() -> None:
+    """The OpenBLAS setting is tracepipe's own: a training script run by `capture` keeps its numpy threads (and a
+    user's own OPENBLAS_NUM_THREADS reaches it as given)."""
+    code = (
+        "import os, pathlib, pipeline.cli\n"
+        "from pipeline.capture.cli import Job\n"
+        "job = Job(pathlib.Path('o'), None, '', (), 'cuda', 'float32', 1, 1, 'model', 'step', None, (), None, False,\n"
+        "          inductor_cache=pathlib.Path('c'))\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], job.env().get('OPENBLAS_NUM_THREADS', 'unset'))"
+    )
+    base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    base["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    for given, want in ((None, "1 unset"), ("3", "3 3")):
+        env = base if given is None else {**base, "OPENBLAS_NUM_THREADS": given}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        assert out.stdout.split() == want.split(), (given, out.stdout)

@@ -33,6 +33,7 @@ import click
 from pipeline.capture.manifest import build_manifest, write_manifest
 from pipeline.capture.runner import LAYER_FILE
 from pipeline.capture.tools import LIBDW, LIBDW_HINT, find_importer, find_tool, has_library, preflight
+from pipeline.lean import users_environment
 
 #: The same sections as the committed H200 sample (ncu's ``basic`` set) ...
 NCU_SECTIONS = ("LaunchStats", "Occupancy", "SpeedOfLight", "WorkloadDistribution")
@@ -121,7 +122,7 @@ class Job:
         return argv
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = users_environment()  # the user's program runs as the user set it up, not as tracepipe's own process
         root = str(Path(__file__).resolve().parents[2])  # the folder holding `pipeline/`
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         env["PYTHONUNBUFFERED"] = "1"
