@@ -22,7 +22,16 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from pipeline.analyze.views import ON_REQUEST, _body, macro_files, needed_views, view_files, view_macros, view_order
+from pipeline.analyze.views import (
+    ON_REQUEST,
+    _body,
+    macro_files,
+    needed_views,
+    shared_views,
+    view_files,
+    view_macros,
+    view_order,
+)
 from pipeline.catalog import PY_TABLES, SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.lean import duckdb_connect, duckdb_threads, size_arrow_pool
@@ -114,12 +123,14 @@ def create_views(
     materialize: bool = False,
     only: list[str] | None = None,
     keep_existing: bool = False,
+    tables: set[str] | frozenset[str] = frozenset(),
 ) -> list[str]:
     """Create every view of ``sql_dir`` (or only those ``only`` needs) in dependency order; with
     ``materialize`` each is computed once into a temp table, which is what a batch run that reads every
     view wants (views would recompute their inputs). ``keep_existing``: views the connection already has
     stay as they are (``write_views`` points written ones at their Parquet files), and so do the views only they
-    read. The macros the views call are created first."""
+    read. ``tables``: these are computed once into temp tables, the others stay views. The macros the views call
+    are created first."""
     files = view_files(sql_dir)
     have = defined_views(con) if keep_existing else set()
     order = [
@@ -130,7 +141,9 @@ def create_views(
     create_macros(con, sql_dir, {m for name in order for m in view_macros(files[name])})
     for name in order:
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
-        kind = "TEMP TABLE" if materialize and ON_REQUEST not in files[name].read_text() else "VIEW"
+        # (a shared one is computed by the statement anyway: once into a table rather than in each reader)
+        as_table = (materialize and ON_REQUEST not in files[name].read_text()) or name in tables
+        kind = "TEMP TABLE" if as_table else "VIEW"
         con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
     return order
 
@@ -212,14 +225,27 @@ def connect(
         con.execute("SET lock_configuration = true")
         from pipeline.analyze.readonly import ReadOnlyConnection
 
-        ensure = lazy_views(con, sql_dir) if lazy else None
+        ensure = lazy_views(con, sql_dir, shared_as_tables=ops <= LAZY_TABLE_OPS) if lazy else None
         return ReadOnlyConnection(con, ensure)  # type: ignore[return-value]  # quacks like the connection it wraps
     return con
 
 
-def lazy_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> Callable[[str | None], None]:
+#: Up to this many GPU operations, the views that two or more of a statement's views read are computed once into
+#: temp tables as the statement names them (``lazy_views``), where as views DuckDB plans each again wherever it is
+#: read: `SELECT count(*) FROM findings` planned its tree of 24 views as one query and ran out of memory after 17 s on
+#: the 231k-kernel GPT export, 2.2 s so; `step_gpu_idle` 5.5 -> 1.8 s, `kernel_layers` 1.3 -> 1.1 s, each with less
+#: memory (benchmarks/results/sql_shared_views_44.txt). Past it, views: a temp table of every kernel's layer would
+#: hold DuckDB's memory where a query may need only a scan.
+LAZY_TABLE_OPS = 2_000_000
+
+
+def lazy_views(
+    con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, shared_as_tables: bool = False
+) -> Callable[[str | None], None]:
     """What creates, on ``con``, the views a statement names and those they read (every view for None, or for a
-    statement whose views the parser cannot tell: ``readonly.named_relations``); views already there stay."""
+    statement whose views the parser cannot tell: ``readonly.named_relations``); views already there stay.
+    ``shared_as_tables``: those that two or more of the statement's views read (``views.shared_views``) are
+    computed once into temp tables (:data:`LAZY_TABLE_OPS`)."""
     from pipeline.analyze.readonly import named_relations
 
     names = set(view_files(sql_dir))
@@ -227,8 +253,12 @@ def lazy_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> Calla
     def ensure(statement: str | None) -> None:
         named = None if statement is None else named_relations(statement)
         only = None if named is None else sorted(named & names)
-        if only != []:
-            create_views(con, sql_dir, only=only, keep_existing=True)
+        if only == []:
+            return
+        tables: set[str] = set()
+        if shared_as_tables and only is not None:
+            tables = set(shared_views(only, sql_dir, existing=defined_views(con)))
+        create_views(con, sql_dir, only=only, keep_existing=True, tables=tables)
 
     return ensure
 

@@ -13,6 +13,7 @@ writes only on request. Reading the files needs no DuckDB.
 
 from __future__ import annotations
 
+import collections
 import graphlib
 import re
 from dataclasses import dataclass
@@ -177,3 +178,16 @@ def needed_views(
             need.add(name)
             todo += view_inputs(files[name])
     return [v for v in view_order(sql_dir) if v in need]
+
+
+def shared_views(
+    views: list[str], sql_dir: Path = SQL_DIR, existing: set[str] | frozenset[str] = frozenset()
+) -> list[str]:
+    """Of :func:`needed_views` (``views``, what they read), those that two or more of them read, in dependency order,
+    unless the header says ``-- analyze: inline`` (cheaper computed in each reader): what is computed once into a
+    table or file rather than inlined into every view that reads it (``nvtx_paths`` under ``kernel_layers``,
+    ``layer_summary`` and ``layer_timeline``)."""
+    files = view_files(sql_dir)
+    need = needed_views(views, sql_dir, existing)
+    readers = collections.Counter(i for v in need for i in set(view_inputs(files[v])) if i in files)
+    return [v for v in need if readers[v] >= 2 and INLINE not in files[v].read_text()]

@@ -7,7 +7,6 @@ view's result read back from its file by the views built on it.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import os
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.analyze.engine import cursor_of, defined_views, table_rows
-from pipeline.analyze.views import INLINE, STAGED, _body, needed_views, view_files, view_inputs
+from pipeline.analyze.views import STAGED, _body, needed_views, shared_views, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
 from pipeline.lean import cores
 from pipeline.outputs import output_folder, writing
@@ -68,13 +67,9 @@ def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> lis
     ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement, 1 GB as two). In memory the inputs are
     small and one statement fewer is the cheaper (1 MB trace: 0.05 s)."""
     files = view_files(sql_dir)
+    shared = set(shared_views(views, sql_dir))
     need = needed_views(views, sql_dir)
-    readers = collections.Counter(i for v in need for i in set(view_inputs(files[v])) if i in files)
-
-    def shared(v: str) -> bool:
-        return readers[v] >= 2 and INLINE not in files[v].read_text()
-
-    return [v for v in need if v in views or shared(v) or (staged and STAGED in files[v].read_text())]
+    return [v for v in need if v in views or v in shared or (staged and STAGED in files[v].read_text())]
 
 
 #: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are
