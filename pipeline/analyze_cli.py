@@ -205,7 +205,7 @@ def sql(
         part = DEVICE_PRESETS[device][0]
         click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)
     if query is None:
-        repl(con, normalized, fmt or "table", max_rows, con.ensure_views)
+        repl(con, normalized, fmt or "table", max_rows)
         return
     try:
         try:

@@ -211,17 +211,9 @@ The connection is read-only: queries cannot write files or change the data."""
 class Shell:
     """One interactive session over a read-only connection."""
 
-    def __init__(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        normalized: Path | None = None,
-        ensure_views: Callable[[str | None], None] | None = None,
-    ) -> None:
-        self.con = con
+    def __init__(self, con: duckdb.DuckDBPyConnection, normalized: Path | None = None) -> None:
+        self.con = con  # a read-only connection creates the views each statement names as it comes (readonly.py)
         self.normalized = normalized
-        #: Creates the views a statement names (None: every view) where the connection was opened without them:
-        #: binding all ~46 at start-up cost 2.1 CPU-s on a 220k-kernel trace, more than most queries.
-        self.ensure_views = ensure_views or (lambda statement: None)
         self.mode = "table"
         self.max_rows = 40
         self.out: IO[str] = sys.stdout
@@ -254,7 +246,7 @@ class Shell:
             return
         for statement in statements:
             try:
-                table = run_interruptible(self.con, lambda q=statement: self._fetch(q))
+                table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
             except KeyboardInterrupt:
                 self.error("interrupted")
                 return
@@ -266,10 +258,6 @@ class Shell:
                     self.say(render(table, self.mode, self.max_rows))
                 except OutputError as e:  # csv's temp file on a full TMPDIR
                     self.error(str(e))
-
-    def _fetch(self, statement: str) -> pa.Table | None:
-        self.ensure_views(statement)  # inside the interruptible work: Ctrl-C stops a view's creation too
-        return fetch(self.con, statement)
 
     # -- dot commands ---------------------------------------------------------------------------------------------
     def dot(self, line: str) -> bool:
@@ -306,7 +294,6 @@ class Shell:
         return True
 
     def tables(self, pattern: str | None = None) -> pa.Table:
-        self.ensure_views(None)
         rows = self.con.execute(
             "SELECT table_name, table_type FROM information_schema.tables WHERE table_name LIKE ?",
             [pattern or "%"],
@@ -416,15 +403,10 @@ def pipe_reader() -> Callable[[bool], str]:
 
 
 def repl(
-    con: duckdb.DuckDBPyConnection,
-    normalized: Path | None = None,
-    mode: str = "table",
-    max_rows: int = 40,
-    ensure_views: Callable[[str | None], None] | None = None,
+    con: duckdb.DuckDBPyConnection, normalized: Path | None = None, mode: str = "table", max_rows: int = 40
 ) -> None:
-    """The interactive shell; with piped input it reads statements and prints only their results.
-    ``ensure_views``: see :class:`Shell`."""
-    shell = Shell(con, normalized, ensure_views)
+    """The interactive shell; with piped input it reads statements and prints only their results."""
+    shell = Shell(con, normalized)
     shell.mode, shell.max_rows = mode, max_rows
     interactive = sys.stdin.isatty()
     if interactive:
