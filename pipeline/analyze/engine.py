@@ -123,13 +123,14 @@ def create_views(
     materialize: bool = False,
     only: list[str] | None = None,
     keep_existing: bool = False,
-    tables: set[str] | frozenset[str] = frozenset(),
+    shared_as_tables: bool = False,
 ) -> list[str]:
     """Create every view of ``sql_dir`` (or only those ``only`` needs) in dependency order; with
     ``materialize`` each is computed once into a temp table, which is what a batch run that reads every
     view wants (views would recompute their inputs). ``keep_existing``: views the connection already has
     stay as they are (``write_views`` points written ones at their Parquet files), and so do the views only they
-    read. ``tables``: these are computed once into temp tables, the others stay views. The macros the views call
+    read. ``shared_as_tables`` (with ``only``): the views two or more of the needed ones read
+    (``views.shared_views``) are computed once into temp tables, the others stay views. The macros the views call
     are created first."""
     files = view_files(sql_dir)
     have = defined_views(con) if keep_existing else set()
@@ -138,6 +139,7 @@ def create_views(
         for v in (view_order(sql_dir) if only is None else needed_views(only, sql_dir, existing=have))
         if v not in have
     ]
+    tables = set(shared_views(only, sql_dir, existing=have)) if shared_as_tables and only is not None else set()
     create_macros(con, sql_dir, {m for name in order for m in view_macros(files[name])})
     for name in order:
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
@@ -253,12 +255,8 @@ def lazy_views(
     def ensure(statement: str | None) -> None:
         named = None if statement is None else named_relations(statement)
         only = None if named is None else sorted(named & names)
-        if only == []:
-            return
-        tables: set[str] = set()
-        if shared_as_tables and only is not None:
-            tables = set(shared_views(only, sql_dir, existing=defined_views(con)))
-        create_views(con, sql_dir, only=only, keep_existing=True, tables=tables)
+        if only != []:
+            create_views(con, sql_dir, only=only, keep_existing=True, shared_as_tables=shared_as_tables)
 
     return ensure
 

@@ -57,7 +57,7 @@ PARALLEL_MIN_KERNELS = 1_000_000
 #: smaller export are each read and written by a thread of this process, on a connection of its own, while
 #: this thread writes the other tables: ADBC lets go of the GIL while sqlite steps through rows, Arrow while
 #: it converts and Parquet while it encodes, so the tables' reads overlap: on the GPU host's 231k-kernel GPT
-#: export `run` took 0.80x the wall at the same CPU, 0.93x on a 2-core VM (benchmarks/results/normalize_threads_44.txt).
+#: export `run` took 0.80x the wall at the same CPU, 0.89x on a 2-core VM (benchmarks/results/normalize_threads_44.txt).
 THREAD_MIN_ROWS = 50_000
 #: Threads reading the kernel table in that child (:meth:`Sqlite.chunked_batches`): this process reads its
 #: tables meanwhile, and the child runs on alone once it is done.
