@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -47,6 +48,8 @@ from pipeline.normalize.ranks import nsys_capture_ranks
 from pipeline.normalize.source import local_file
 from pipeline.normalize.sqlite_reader import Sqlite
 from pipeline.store import TraceWriter
+
+T = TypeVar("T")
 
 #: From this many kernels on (and with 2+ cores, outside a worker pool), a child process reads and writes
 #: the kernels while this one does every other table: the kernel table is the largest part. The child is a
@@ -267,14 +270,19 @@ class StagedWriter(TraceWriter):
         self._lock = None
 
 
-def write_kernels_in(path: Path, shown: Path, writer: TraceWriter) -> int:
-    """The kernels of the export at ``path`` written by ``writer``, from a connection of its own."""
+def _on_own_connection(path: Path, shown: Path, write: Callable[[Sqlite], T]) -> T:
+    """``write(db)`` on a sqlite connection of its own to the export at ``path`` (a child's, a thread's)."""
     own = Sqlite(path, shown)
     try:
         _usable_tables(own)
-        return _write_kernels(own, writer, KERNEL_READERS)
+        return write(own)
     finally:
         own.close()
+
+
+def write_kernels_in(path: Path, shown: Path, writer: TraceWriter) -> int:
+    """The kernels of the export at ``path`` written by ``writer``, from a connection of its own."""
+    return _on_own_connection(path, shown, lambda db: _write_kernels(db, writer, KERNEL_READERS))
 
 
 def _in_thread(fn: Callable[..., object], *args: object) -> Callable[[], None]:
@@ -400,12 +408,7 @@ def _write_api_calls(db: Sqlite, writer: TraceWriter) -> None:
 
 def write_api_calls_in(path: Path, shown: Path, writer: TraceWriter) -> None:
     """The runtime and driver calls of the export at ``path`` written by ``writer``, from a connection of its own."""
-    own = Sqlite(path, shown)
-    try:
-        _usable_tables(own)
-        _write_api_calls(own, writer)
-    finally:
-        own.close()
+    _on_own_connection(path, shown, lambda db: _write_api_calls(db, writer))
 
 
 def _api_calls_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) -> Callable[[], None]:
@@ -416,7 +419,8 @@ def _api_calls_writer(db: Sqlite, path: Path, shown: Path, writer: TraceWriter) 
     if count < THREAD_MIN_ROWS or not _side_work_allowed():
         _write_api_calls(db, writer)
         return lambda: None
-    api_calls_sql(db, True), api_calls_sql(db)  # the columns they lack go into this process's warning
+    api_calls_sql(db, True)  # the columns they lack go into this process's warning
+    api_calls_sql(db)
     return _in_thread(write_api_calls_in, path, shown, writer)
 
 
