@@ -979,8 +979,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "sql_shared_views_inlined",
         "pipeline/analyze/engine.py",
-        "lazy_views(con, sql_dir, shared_as_tables=ops <= LAZY_TABLE_OPS)",
-        "lazy_views(con, sql_dir, shared_as_tables=False)",
+        "create_views(con, sql_dir, only=only, keep_existing=True, shared_as_tables=True)",
+        "create_views(con, sql_dir, only=only, keep_existing=True, shared_as_tables=False)",
         "the lazy connection computes the views two of a statement's views read once, into temp tables",
         ("tests/test_api.py::test_views_are_created_as_statements_name_them",),
     ),

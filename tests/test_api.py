@@ -113,7 +113,7 @@ def test_views_are_created_as_statements_name_them(nsys_out: Path) -> None:
     # Creating all ~46 views binds each body again under the views that read it (1.3-2.3 CPU-s on one trace):
     # tracepipe.connect creates none at first, then those a statement or table() names and those they read;
     # a statement that may list the catalog gets them all.
-    # The views two or more of a statement's views read are computed once, into temp tables (engine.LAZY_TABLE_OPS).
+    # The views two or more of a statement's views read are computed once, into temp tables (engine.lazy_views).
     from pipeline.analyze import needed_views, view_files
     from pipeline.analyze.views import shared_views
 

@@ -227,27 +227,22 @@ def connect(
         con.execute("SET lock_configuration = true")
         from pipeline.analyze.readonly import ReadOnlyConnection
 
-        ensure = lazy_views(con, sql_dir, shared_as_tables=ops <= LAZY_TABLE_OPS) if lazy else None
+        ensure = lazy_views(con, sql_dir) if lazy else None
         return ReadOnlyConnection(con, ensure)  # type: ignore[return-value]  # quacks like the connection it wraps
     return con
 
 
-#: Up to this many GPU operations, the views that two or more of a statement's views read are computed once into
-#: temp tables as the statement names them (``lazy_views``), where as views DuckDB plans each again wherever it is
-#: read: `SELECT count(*) FROM findings` planned its tree of 24 views as one query and ran out of memory after 17 s on
-#: the 231k-kernel GPT export, 2.2 s so; `step_gpu_idle` 5.5 -> 1.8 s, `kernel_layers` 1.3 -> 1.1 s, each with less
-#: memory (benchmarks/results/sql_shared_views_44.txt). Past it, views: on 1M kernels temp tables are still faster
-#: (1.9 vs 2.3 s), on 10M they double `count(*)` of kernel_layers (30 vs 16 s: every shared view computed whole).
-LAZY_TABLE_OPS = 2_000_000
-
-
-def lazy_views(
-    con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, shared_as_tables: bool = False
-) -> Callable[[str | None], None]:
+def lazy_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> Callable[[str | None], None]:
     """What creates, on ``con``, the views a statement names and those they read (every view for None, or for a
     statement whose views the parser cannot tell: ``readonly.named_relations``); views already there stay.
-    ``shared_as_tables``: those that two or more of the statement's views read (``views.shared_views``) are
-    computed once into temp tables (:data:`LAZY_TABLE_OPS`)."""
+
+    The views that two or more of the statement's views read (``views.shared_views``) are computed once into temp
+    tables, as ``analyze`` computes them once into scratch files: as nested views DuckDB plans each again wherever
+    it is read, all in one plan, whose joins then hold memory together. On the 231k-kernel GPT export `SELECT
+    count(*) FROM findings` so ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8 s,
+    `kernel_layers` 1.3 -> 1.1 s (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even
+    `SELECT kernel_id, layer FROM kernel_layers LIMIT 3` ran out of memory as views, and takes 11.5 s as tables
+    (benchmarks/results/sql_10m_views_44.txt): no size of trace is better served by nested views."""
     from pipeline.analyze.readonly import named_relations
 
     names = set(view_files(sql_dir))
@@ -256,7 +251,7 @@ def lazy_views(
         named = None if statement is None else named_relations(statement)
         only = None if named is None else sorted(named & names)
         if only != []:
-            create_views(con, sql_dir, only=only, keep_existing=True, shared_as_tables=shared_as_tables)
+            create_views(con, sql_dir, only=only, keep_existing=True, shared_as_tables=True)
 
     return ensure
 
