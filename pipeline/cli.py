@@ -95,7 +95,7 @@ def _run_main() -> None:
         if type(e).__name__ == "OutOfMemoryException":  # duckdb's: past TRACEPIPE_MEMORY_LIMIT and the spill cap
             console.fail(
                 f"out of memory: {str(e).strip().splitlines()[0]}: raise TRACEPIPE_MEMORY_LIMIT or "
-                "TRACEPIPE_TEMP_LIMIT (spill space under TMPDIR), or query fewer traces"
+                "TRACEPIPE_TEMP_LIMIT (spill space under TMPDIR), lower TRACEPIPE_THREADS, or query fewer traces"
             )
             sys.exit(EXIT_BAD_INPUT)
         _internal(e)

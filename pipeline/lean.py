@@ -176,12 +176,22 @@ THREADS_ENV = "TRACEPIPE_THREADS"
 #: nothing to scan, while each still builds its own hash tables and buffers (on the 16-core GPU host the
 #: 220k-kernel run took 7.1 CPU-s and 830 MB with 16 threads, 5.4 CPU-s and 525 MB on 2 cores, #44).
 ROWS_PER_THREAD = 65_536
+#: DuckDB memory limit per thread: each thread pins buffers of its own (its partitions of a join's hash table, its
+#: sort runs, its Parquet row groups), and below some share of the limit per thread DuckDB can no longer spill its
+#: way through and fails ("failed to pin block"). On the 16-core GPU host the 10M-kernel trace ran with 16 threads
+#: at its default limit of 1.6 GB (100 MB a thread) and failed at 1.2 GB (75 MB), which 8 threads pass; on 1M
+#: kernels 16 threads failed at 600 and 400 MB, which 4 threads pass (benchmarks/results/threads_by_memory_44.txt).
+#: By that measure a machine of more than 21 cores started threads that ran out of memory on the 10M trace under
+#: the default limit; it gets 11 threads.
+MEMORY_PER_THREAD = 128 * 2**20
 
 
-def duckdb_threads(rows: int | None = None) -> int:
-    """DuckDB threads for work over ``rows`` rows (None: unknown): one per core this process may use (DuckDB sizes
-    its pool by the host's cores, so on 2 allowed cores of 16 it would start 16 threads that take turns), at
-    most one per :data:`ROWS_PER_THREAD` rows and at least 2; TRACEPIPE_THREADS overrides it."""
+def duckdb_threads(rows: int | None = None, memory_limit: int | None = None) -> int:
+    """DuckDB threads for work over ``rows`` rows (None: unknown) under a memory limit of ``memory_limit`` bytes
+    (None: DuckDB's default): one per core this process may use (DuckDB sizes its pool by the host's cores, so on
+    2 allowed cores of 16 it would start 16 threads that take turns), at most one per :data:`ROWS_PER_THREAD` rows
+    and at least 2, and at most one per :data:`MEMORY_PER_THREAD` of the limit (at least 1); TRACEPIPE_THREADS
+    overrides it."""
     raw = os.environ.get(THREADS_ENV)
     if raw is not None:
         if not raw.strip().isdigit() or int(raw) < 1:
@@ -192,6 +202,8 @@ def duckdb_threads(rows: int | None = None) -> int:
     n = cores()
     if rows is not None:
         n = min(n, max(2, -(-rows // ROWS_PER_THREAD)))
+    if memory_limit is not None:
+        n = min(n, max(1, memory_limit // MEMORY_PER_THREAD))
     return n
 
 

@@ -977,6 +977,22 @@ MUTANTS: list[Mutant] = [
         ("tests/test_analyze_write.py::test_duckdb_threads_follow_the_row_groups_there_are_to_scan",),
     ),
     Mutant(
+        "threads_past_memory_limit",
+        "pipeline/lean.py",
+        "        n = min(n, max(1, memory_limit // MEMORY_PER_THREAD))",
+        "        pass",
+        "no more DuckDB threads than the memory limit has 128 MiB for",
+        ("tests/test_analyze_write.py::test_duckdb_threads_leave_each_thread_its_share_of_the_memory_limit",),
+    ),
+    Mutant(
+        "connect_threads_without_limit",
+        "pipeline/analyze/engine.py",
+        'con.execute("SET threads = $n", {"n": duckdb_threads(rows, limit)})',
+        'con.execute("SET threads = $n", {"n": duckdb_threads(rows)})',
+        "connect caps DuckDB's threads by the memory limit it sets",
+        ("tests/test_analyze_write.py::test_duckdb_threads_leave_each_thread_its_share_of_the_memory_limit",),
+    ),
+    Mutant(
         "sql_shared_views_inlined",
         "pipeline/analyze/engine.py",
         "create_views(con, sql_dir, only=only, keep_existing=True, shared_as_tables=True)",

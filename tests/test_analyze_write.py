@@ -217,6 +217,37 @@ def test_duckdb_threads_follow_the_row_groups_there_are_to_scan(
         lean.duckdb_threads()
 
 
+def test_duckdb_threads_leave_each_thread_its_share_of_the_memory_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """At most one DuckDB thread per 128 MiB of the memory limit, at least one: on a 16-core host the 10M-kernel
+    trace ran out of memory at 1.2 GB with 16 threads and finished with 8; TRACEPIPE_THREADS still overrides it, and
+    connect caps by the limit it sets (TRACEPIPE_MEMORY_LIMIT, else the one sized to the input)."""
+    from pipeline import lean
+
+    monkeypatch.delenv(lean.THREADS_ENV, raising=False)
+    monkeypatch.setattr(lean, "cores", lambda: 64)
+    gb = 1_000_000_000
+    assert [lean.duckdb_threads(10_000_000, m) for m in (int(1.6 * gb), int(1.2 * gb), 300_000_000, 10**8)] == [
+        11,
+        8,
+        2,
+        1,
+    ]
+    assert lean.duckdb_threads(220_011, int(1.6 * gb)) == 4  # the rows' cap where it is lower
+    assert lean.duckdb_threads(10_000_000, 64 * gb) == 64  # and the cores'
+    monkeypatch.setenv(lean.THREADS_ENV, "16")
+    assert lean.duckdb_threads(10_000_000, 10**8) == 16
+    monkeypatch.delenv(lean.THREADS_ENV)
+    norm = _resnet_normalized(tmp_path)
+    monkeypatch.setenv("TRACEPIPE_MEMORY_LIMIT", "200MB")
+    con = connect(norm, views=[])
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+    monkeypatch.delenv("TRACEPIPE_MEMORY_LIMIT")
+    con = connect(norm, views=[])  # the sized default (1.6 GB): the rows' cap of 2 applies
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+
+
 def _resnet_normalized(tmp_path: Path) -> Path:
     norm = tmp_path / "n"
     normalize_file(RESNET / "nsys.sqlite.gz", norm)

@@ -203,14 +203,17 @@ def connect(
     con.execute("SET parquet_metadata_cache = true")
     register_tables(con, normalized, traces)
     ops = table_rows(con, GPU_OP_TABLES)
-    # No more threads than the biggest tables have row groups to scan (lean.duckdb_threads)
-    rows = max(ops, table_rows(con, ("api_calls",)))
-    con.execute("SET threads = $n", {"n": duckdb_threads(rows)})
-    size_arrow_pool(rows)  # the Parquet reads and writes around DuckDB: as many threads
-    if "memory_limit" not in config:  # DuckDB's own default until here: 80% of the machine's memory
+    if "memory_limit" in config:
+        limit = parse_size(config["memory_limit"])
+    else:  # DuckDB's own default until here: 80% of the machine's memory
         (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
         limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)
         con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+    # No more threads than the biggest tables have row groups to scan, nor than the memory limit has room for
+    # (lean.duckdb_threads)
+    rows = max(ops, table_rows(con, ("api_calls",)))
+    con.execute("SET threads = $n", {"n": duckdb_threads(rows, limit)})
+    size_arrow_pool(rows)  # the Parquet reads and writes around DuckDB: as many threads
     if device is not None:
         from pipeline.analyze.arch import DEVICE_PRESETS, device_override_table
 
