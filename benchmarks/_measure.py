@@ -221,6 +221,21 @@ def git_commit() -> str:
         return "unknown"
 
 
+def installed_env(pycache: Path) -> dict[str, str]:
+    """This environment for a child that runs this tree's ``pipeline`` as an installed package runs: from compiled
+    bytecode (pip compiles at install time), kept under ``pycache`` (a private ``PYTHONPYCACHEPREFIX``) even where
+    ``PYTHONDONTWRITEBYTECODE`` is set, as on the development VMs: there every run compiled pipeline's sources again,
+    ~0.05 s of a 0.6 s run of the 1.1 MB trace. Fill it with :func:`compile_tree` and one unmeasured run."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}", "PYTHONPYCACHEPREFIX": str(pycache)}
+
+
+def compile_tree(env: dict[str, str]) -> None:
+    """Compile this tree's ``pipeline`` under ``env``'s bytecode prefix (:func:`installed_env`); the modules of
+    the standard library and site-packages a run imports are compiled there by that run."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "pipeline")], env=env, check=True)
+
+
 def provenance(argv: list[str] | None = None) -> str:
     """Header lines for a results file: command, commit, date, machine."""
     command = shlex.join(argv if argv is not None else [Path(sys.executable).name, *sys.argv])

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._measure import Measurement, measure, median, provenance  # noqa: E402
+from benchmarks._measure import Measurement, compile_tree, installed_env, measure, median, provenance  # noqa: E402
 
 HTA_CHILD = """
 import sys
@@ -52,11 +52,6 @@ HTA_VERSIONS = (
 
 def theirs(hta_python: str, trace_dir: Path) -> Measurement:
     return measure([hta_python, "-c", HTA_CHILD, str(trace_dir)])
-
-
-def our_env(pycache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}", "PYTHONPYCACHEPREFIX": str(pycache)}
 
 
 def ours_one(trace: Path, work: Path, env: dict[str, str], views: tuple[str, ...] = ()) -> Measurement:
@@ -195,10 +190,10 @@ def main() -> None:
         print(f"# theirs: {versions.stdout.strip()}")
     with tempfile.TemporaryDirectory(prefix="bench-hta-") as name:
         tmp = Path(name)
-        env = our_env(tmp / "pycache")
+        env = installed_env(tmp / "pycache")
         # Compiled once before any run, as pip does at install time: the prefix holds every module's bytecode
         # (stdlib and site-packages too), so one unmeasured run on the smallest sample fills it.
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "pipeline")], env=env, check=True)
+        compile_tree(env)
         ours_one(ROOT / "sample_traces" / "h200_smallcnn" / "torch_trace.json.gz", tmp / "warm", env)
         for trace in args.traces:
             compare(trace, args, tmp, env)
