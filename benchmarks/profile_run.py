@@ -180,8 +180,8 @@ for mod in (an, engine):
     wrap(mod, "connect", "analyze: connect (register tables, macros)")
 for mod in (an, write):
     wrap(mod, "write_views", "analyze: views, other (create view, plan)")
-wrap(write, "_copy", lambda a, k: f"view {a[1]}")
-wrap(write, "_read_back", "analyze: read-back of a written view")
+wrap(write, "copy_view", lambda a, k: f"view {a[1]}")
+wrap(write, "read_back", "analyze: read-back of a written view")
 
 import concurrent.futures as cf
 class Pool(cf.ThreadPoolExecutor):

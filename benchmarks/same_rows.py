@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import pipeline.analyze as an  # noqa: E402
 from benchmarks._measure import rows_only_in  # noqa: E402
-from pipeline.analyze import write  # noqa: E402
+from pipeline.analyze import scratch as scratch_io  # noqa: E402
 
 
 def connect_with_inputs(normalized: Path, written: Path, view: str):  # type: ignore[no-untyped-def]
@@ -39,8 +39,8 @@ def connect_with_inputs(normalized: Path, written: Path, view: str):  # type: ig
             if not path.exists():
                 scratch.mkdir(exist_ok=True)
                 print(f"computing {v} into {path}", flush=True)
-                write._copy(con, v, path, "parquet")
-        write._read_back(con, v, path)
+                scratch_io.copy_view(con, v, path, "parquet")
+        scratch_io.read_back(con, v, path)
     return con
 
 

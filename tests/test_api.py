@@ -113,9 +113,10 @@ def test_views_are_created_as_statements_name_them(nsys_out: Path) -> None:
     # Creating all ~46 views binds each body again under the views that read it (1.3-2.3 CPU-s on one trace):
     # tracepipe.connect creates none at first, then those a statement or table() names and those they read;
     # a statement that may list the catalog gets them all.
-    # The views two or more of a statement's views read are computed once, into temp tables (engine.lazy_views).
+    # The views two or more of a statement's views read, and the staged ones, are computed once, into temp tables
+    # (engine.lazy_views).
     from pipeline.analyze import needed_views, view_files
-    from pipeline.analyze.views import shared_views
+    from pipeline.analyze.views import computed_once, shared_views
 
     con = tracepipe.connect(nsys_out)
     raw = con._con  # the connection it guards, whose catalog shows what exists
@@ -130,9 +131,44 @@ def test_views_are_created_as_statements_name_them(nsys_out: Path) -> None:
     ((n,),) = con.sql("SELECT count(*) FROM layer_summary").fetchall()
     assert n > 0 and views() - tables == set(needed_views(["layer_summary"]))
     temp = {t for (t,) in raw.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
-    assert temp == set(shared_views(["layer_summary"])), temp
-    assert {"nvtx_paths", "gpu_op_launches", "gpu_op_layers"} <= temp, temp
+    assert temp == set(computed_once(["layer_summary"])) > set(shared_views(["layer_summary"])), temp
+    assert {"nvtx_paths", "gpu_op_launches", "gpu_op_layers", "launch_point_layers"} <= temp, temp
     assert "findings" not in views()
     assert con.table("findings").columns and "findings" in views()
     con.sql("SELECT view_name FROM duckdb_views()").fetchall()
     assert set(view_files()) <= views()
+
+
+def test_a_big_traces_views_computed_once_go_to_files_the_views_read(
+    nsys_out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past engine.LAZY_TABLE_OPS GPU operations every view a statement's views read is written to a Parquet file
+    # in the connection's private spill folder and read from there (a 10M-kernel trace ran out of memory as temp
+    # tables and inlined views): the same rows as the temp tables, no temp table, the folder gone with the
+    # connection, and a user's statement still cannot write there.
+    from pipeline.analyze import engine, needed_views
+    from pipeline.analyze.views import computed_once
+
+    query = "SELECT * FROM layer_summary ORDER BY ALL"
+    small = tracepipe.connect(nsys_out)
+    expected = small.sql(query).fetchall()
+    monkeypatch.setattr(engine, "LAZY_TABLE_OPS", 0)
+    con = tracepipe.connect(nsys_out)
+    assert con.sql(query).fetchall() == expected and len(expected) > 3
+    raw = con._con
+    assert not raw.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+    (spill,) = raw.execute("SELECT current_setting('temp_directory')").fetchone()
+    scratch = Path(spill) / "views"
+    written = {p.stem for p in scratch.glob("*.parquet")}
+    assert written == set(needed_views(["layer_summary"])) - {"layer_summary"}, written
+    assert written > set(computed_once(["layer_summary"]))
+    ((sql,),) = raw.execute("SELECT sql FROM duckdb_views() WHERE view_name = '_rb_gpu_op_layers'").fetchall()
+    assert str(scratch / "gpu_op_layers.parquet") in sql
+    with pytest.raises(duckdb.Error):
+        con.execute(f"COPY kernels TO '{scratch}/x.csv'")
+    assert not (scratch / "x.csv").exists()
+    del con, raw
+    import gc
+
+    gc.collect()
+    assert not Path(spill).exists()

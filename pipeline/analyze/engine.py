@@ -22,12 +22,13 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from pipeline.analyze.scratch import copy_view, read_back
 from pipeline.analyze.views import (
     ON_REQUEST,
     _body,
+    computed_once,
     macro_files,
     needed_views,
-    shared_views,
     view_files,
     view_macros,
     view_order,
@@ -123,15 +124,18 @@ def create_views(
     materialize: bool = False,
     only: list[str] | None = None,
     keep_existing: bool = False,
-    shared_as_tables: bool = False,
+    once_as_tables: bool = False,
+    scratch: Path | None = None,
 ) -> list[str]:
     """Create every view of ``sql_dir`` (or only those ``only`` needs) in dependency order; with
     ``materialize`` each is computed once into a temp table, which is what a batch run that reads every
     view wants (views would recompute their inputs). ``keep_existing``: views the connection already has
     stay as they are (``write_views`` points written ones at their Parquet files), and so do the views only they
-    read. ``shared_as_tables`` (with ``only``): the views two or more of the needed ones read
-    (``views.shared_views``) are computed once into temp tables, the others stay views. The macros the views call
-    are created first."""
+    read. ``once_as_tables`` (with ``only``): the views two or more of the needed ones read and the staged ones
+    (``views.computed_once``) are computed once into temp tables, the others stay views; with ``scratch``, every
+    view the ``only`` ones read is computed once into a Parquet file in that folder, which the views then read: a
+    big trace's results would fill DuckDB's memory as tables, and its views inlined into one statement hold their
+    joins' memory together (:data:`LAZY_TABLE_OPS`). The macros the views call are created first."""
     files = view_files(sql_dir)
     have = defined_views(con) if keep_existing else set()
     order = [
@@ -139,14 +143,22 @@ def create_views(
         for v in (view_order(sql_dir) if only is None else needed_views(only, sql_dir, existing=have))
         if v not in have
     ]
-    tables = set(shared_views(only, sql_dir, existing=have)) if shared_as_tables and only is not None else set()
+    tables: set[str] = set()
+    if once_as_tables and only is not None:
+        tables = set(computed_once(only, sql_dir, existing=have))
+        if scratch is not None:  # every view they read
+            tables = {v for v in order if v not in only}
     create_macros(con, sql_dir, {m for name in order for m in view_macros(files[name])})
     for name in order:
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
         # (a shared one is computed by the statement anyway: once into a table rather than in each reader)
-        as_table = (materialize and ON_REQUEST not in files[name].read_text()) or name in tables
+        as_table = (materialize and ON_REQUEST not in files[name].read_text()) or (name in tables and scratch is None)
         kind = "TEMP TABLE" if as_table else "VIEW"
         con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
+        if name in tables and scratch is not None:
+            parquet = scratch / f"{name}.parquet"
+            copy_view(con, name, parquet, "parquet")
+            read_back(con, name, parquet)
     return order
 
 
@@ -224,28 +236,56 @@ def connect(
     create_macros(con, sql_dir)  # every macro, for the views created now and those write_views creates later
     create_views(con, sql_dir, materialize, only=[] if lazy and read_only else views)
     if read_only:
-        con.execute("SET allowed_directories = $dirs", {"dirs": [f"{normalized}{os.sep}"]})
+        scratch = _lazy_scratch(config, ops) if lazy else None
+        dirs = [f"{normalized}{os.sep}", *([f"{scratch}{os.sep}"] if scratch is not None else [])]
+        con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
         con.execute("SET allow_persistent_secrets = false")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         from pipeline.analyze.readonly import ReadOnlyConnection
 
-        ensure = lazy_views(con, sql_dir) if lazy else None
+        ensure = lazy_views(con, sql_dir, scratch) if lazy else None
         return ReadOnlyConnection(con, ensure)  # type: ignore[return-value]  # quacks like the connection it wraps
     return con
 
 
-def lazy_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> Callable[[str | None], None]:
+#: Up to this many GPU operations a lazy connection computes the views of a statement that are computed once
+#: (``views.computed_once``) into temp tables; past it every view the statement's views read goes into a Parquet
+#: file in its spill folder, which the views then read, as ``analyze`` does past its in-memory size. On the
+#: 10M-kernel export, as temp tables `SELECT count(*) FROM findings` filled the 20 GB spill cap and
+#: `SELECT kernel_id, layer FROM kernel_layers LIMIT 3` ran out of memory (the temp tables held DuckDB's memory,
+#: the views inlined into the statement held their joins' together); as files 83.7 s and 26.8 s (analyze --view
+#: findings: 167 s). Tables stay the faster where they fit: on the GPT export repeated to 2.3M kernels `count(*)`
+#: of kernel_layers 3.6 s as tables, 5.5 s as files; 1.0 against 1.4 s on the 231k-kernel export
+#: (benchmarks/results/sql_lazy_files_44.txt).
+LAZY_TABLE_OPS = 2_000_000
+
+
+def _lazy_scratch(config: dict[str, str], ops: int) -> Path | None:
+    """Where a lazy connection over ``ops`` GPU operations writes the views it computes once (None: temp tables,
+    :data:`LAZY_TABLE_OPS`): a folder in its private spill folder, removed with it."""
+    if ops <= LAZY_TABLE_OPS:
+        return None
+    scratch = Path(config["temp_directory"]) / "views"
+    scratch.mkdir()
+    return scratch
+
+
+def lazy_views(
+    con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, scratch: Path | None = None
+) -> Callable[[str | None], None]:
     """What creates, on ``con``, the views a statement names and those they read (every view for None, or for a
     statement whose views the parser cannot tell: ``readonly.named_relations``); views already there stay.
 
-    The views that two or more of the statement's views read (``views.shared_views``) are computed once into temp
-    tables, as ``analyze`` computes them once into scratch files: as nested views DuckDB plans each again wherever
-    it is read, all in one plan, whose joins then hold memory together. On the 231k-kernel GPT export `SELECT
-    count(*) FROM findings` so ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8 s,
-    `kernel_layers` 1.3 -> 1.1 s (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even
-    `SELECT kernel_id, layer FROM kernel_layers LIMIT 3` ran out of memory as views, and takes 11.5 s as tables
-    (benchmarks/results/sql_10m_views_44.txt): no size of trace is better served by nested views."""
+    The views that two or more of the statement's views read, and the staged ones (``views.computed_once``), are
+    computed once into temp tables, or with ``scratch`` every view they read into a Parquet file there
+    (:data:`LAZY_TABLE_OPS`), as ``analyze`` computes its views once: as nested views DuckDB plans each again
+    wherever it is read, all in one plan, whose joins then hold memory together. On the 231k-kernel GPT export
+    `SELECT count(*) FROM findings` so ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8
+    s, `kernel_layers` 1.3 -> 1.1 s (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even
+    `SELECT kernel_id, layer FROM kernel_layers LIMIT 3` ran out of memory as views
+    (benchmarks/results/sql_10m_views_44.txt): no size of trace
+    is better served by nested views."""
     from pipeline.analyze.readonly import named_relations
 
     names = set(view_files(sql_dir))
@@ -254,7 +294,7 @@ def lazy_views(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> Calla
         named = None if statement is None else named_relations(statement)
         only = None if named is None else sorted(named & names)
         if only != []:
-            create_views(con, sql_dir, only=only, keep_existing=True, shared_as_tables=True)
+            create_views(con, sql_dir, only=only, keep_existing=True, once_as_tables=True, scratch=scratch)
 
     return ensure
 

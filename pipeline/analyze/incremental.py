@@ -33,8 +33,9 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.analyze.engine import connect, create_views
+from pipeline.analyze.scratch import copy_view, read_back
 from pipeline.analyze.views import macro_files, view_files, view_inputs
-from pipeline.analyze.write import _copy, _read_back, write_views
+from pipeline.analyze.write import write_views
 from pipeline.catalog import SQL_DIR
 from pipeline.outputs import output_folder, writing
 from pipeline.schema import SCHEMA_VERSION
@@ -199,8 +200,8 @@ def analyze_incremental(
             create_views(sub, sql_dir, only=[view], keep_existing=True)  # never an across-captures view
             part = out / f".{view}.part-{uuid.uuid4().hex[:8]}.parquet"
             parts.append(part)
-            _copy(sub, view, part, "parquet")
-            _read_back(sub, view, part)  # the views of the changed captures read it, not its SQL
+            copy_view(sub, view, part, "parquet")
+            read_back(sub, view, part)  # the views of the changed captures read it, not its SQL
         return _combine(con, dest, part, changed, dest)  # None: no capture column, so computed in full
 
     try:

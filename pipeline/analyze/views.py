@@ -191,3 +191,17 @@ def shared_views(
     need = needed_views(views, sql_dir, existing)
     readers = collections.Counter(i for v in need for i in set(view_inputs(files[v])) if i in files)
     return [v for v in need if readers[v] >= 2 and INLINE not in files[v].read_text()]
+
+
+def computed_once(
+    views: list[str], sql_dir: Path = SQL_DIR, existing: set[str] | frozenset[str] = frozenset(), staged: bool = True
+) -> list[str]:
+    """Of :func:`needed_views`, in dependency order, those computed once into a table or file rather than inlined
+    into the views that read them: :func:`shared_views`, and with ``staged`` each whose header says ``-- analyze:
+    staged``, whose joins would otherwise hold DuckDB's memory together with its reader's (``launch_point_layers``
+    under ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement, 1 GB as two)."""
+    files = view_files(sql_dir)
+    shared = set(shared_views(views, sql_dir, existing))
+    return [
+        v for v in needed_views(views, sql_dir, existing) if v in shared or (staged and STAGED in files[v].read_text())
+    ]

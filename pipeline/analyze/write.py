@@ -8,7 +8,6 @@ view's result read back from its file by the views built on it.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -17,44 +16,11 @@ from pathlib import Path
 import duckdb
 
 from pipeline.analyze.engine import cursor_of, defined_views, table_rows
-from pipeline.analyze.views import STAGED, _body, needed_views, shared_views, view_files, view_inputs
+from pipeline.analyze.scratch import copy_view, read_back
+from pipeline.analyze.views import _body, computed_once, needed_views, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
 from pipeline.lean import cores
-from pipeline.outputs import output_folder, writing
-
-#: Rows per row group of a view's Parquet file. DuckDB's writer holds each thread's row group until it is full
-#: (122,880 rows by default): kernel_layers' wide rows made that ~100 MB of analyze's peak RSS on a 220k-kernel
-#: trace, 425 -> 320 MB at this size for the same CPU (benchmarks/results/run_memory_44.txt). The files are
-#: Parquet format 2 (delta encodings, v2 data pages; pyarrow, polars and DuckDB read them): a sorted id or
-#: timestamp column costs a few bits a row, kernel_layers of 220k kernels 3.2 -> 0.3 MB, its write 14% less CPU
-#: (benchmarks/results/parquet_v2_44.txt).
-ROW_GROUP_ROWS = 16_384
-
-
-def _copy(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
-    """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written."""
-    tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
-    options = (
-        f"FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION v2, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
-        if fmt == "parquet"
-        else "FORMAT csv, HEADER true"
-    )
-    try:
-        with writing(dest):  # a full disk names the view's file: exit 2, not DuckDB's IOException
-            (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]
-            os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return rows
-
-
-def _read_back(con: duckdb.DuckDBPyConnection, view: str, parquet: Path) -> None:
-    """Point ``view`` at the Parquet file it was just written to, with its own column types (Parquet has no
-    HUGEINT), so the views that read it reuse the result instead of computing it again."""
-    cols = con.execute(f"DESCRIBE {view}").fetchall()
-    select = ", ".join(f'CAST("{name}" AS {dtype}) AS "{name}"' for name, dtype, *_ in cols)
-    con.read_parquet(str(parquet)).create_view(f"_rb_{view}", replace=True)  # the path never pasted into SQL
-    con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT {select} FROM _rb_{view}")
+from pipeline.outputs import output_folder
 
 
 def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> list[str]:
@@ -66,10 +32,8 @@ def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> lis
     its reader, its joins and the reader's would hold DuckDB's memory at once (``launch_point_layers`` under
     ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement, 1 GB as two). In memory the inputs are
     small and one statement fewer is the cheaper (1 MB trace: 0.05 s)."""
-    files = view_files(sql_dir)
-    shared = set(shared_views(views, sql_dir))
-    need = needed_views(views, sql_dir)
-    return [v for v in need if v in views or v in shared or (staged and STAGED in files[v].read_text())]
+    once = set(computed_once(views, sql_dir, staged=staged))
+    return [v for v in needed_views(views, sql_dir) if v in views or v in once]
 
 
 #: Traces with up to this many GPU operations and ranges (:data:`SIZE_TABLES`, all traces together) are
@@ -163,20 +127,20 @@ def write_views(
             if written is None and in_memory and view not in have:
                 con.execute(f"CREATE OR REPLACE TABLE {view} AS\n{sql}")
                 if wanted:
-                    written = _copy(con, view, parquet, "parquet")
+                    written = copy_view(con, view, parquet, "parquet")
             else:
                 if view not in have:
                     con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
                 if written is None:
-                    written = _copy(con, view, parquet, "parquet")
+                    written = copy_view(con, view, parquet, "parquet")
                 if not wanted:
                     scratch[view] = parquet
-                _read_back(con, view, parquet)
+                read_back(con, view, parquet)
             if view not in views:
                 continue
             for fmt in formats:
                 if fmt != "parquet":
-                    n = _copy(con, view, out / f"{view}.{fmt}", fmt)
+                    n = copy_view(con, view, out / f"{view}.{fmt}", fmt)
                     written = n if written is None else written
             rows[view] = written
             if done is not None:
@@ -255,10 +219,10 @@ def _write_in_memory_concurrently(
         cur.execute(f"CREATE OR REPLACE TABLE {view} AS\n{sql}")
         if view not in views:
             return None
-        written = _copy(cur, view, out / f"{view}.parquet", "parquet") if "parquet" in formats else None
+        written = copy_view(cur, view, out / f"{view}.parquet", "parquet") if "parquet" in formats else None
         for fmt in formats:
             if fmt != "parquet":
-                n = _copy(cur, view, out / f"{view}.{fmt}", fmt)
+                n = copy_view(cur, view, out / f"{view}.{fmt}", fmt)
                 written = n if written is None else written
         return written
 
