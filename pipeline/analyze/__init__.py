@@ -40,7 +40,6 @@ from pipeline.analyze.readonly import (
 )
 from pipeline.analyze.views import (
     ON_REQUEST,
-    STAGED,
     Column,
     _body,
     default_views,
@@ -79,7 +78,6 @@ __all__ = [
     "READ_ONLY_STATEMENTS",
     "SIZE_TABLES",
     "SQL_DIR",
-    "STAGED",
     "Column",
     "Produce",
     "ReadOnlyError",
