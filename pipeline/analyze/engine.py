@@ -277,13 +277,12 @@ def lazy_views(
     statement whose views the parser cannot tell: ``readonly.named_relations``); views already there stay.
 
     The views that two or more of the statement's views read (``views.computed_once``) are computed once into
-    temp tables, or with ``scratch`` every view they read into a Parquet file there
-    (:data:`LAZY_TABLE_OPS`), as ``analyze`` computes its views once: as nested views DuckDB plans each again
-    wherever it is read, all in one plan, whose joins then hold memory together. On the 231k-kernel GPT export
-    `SELECT count(*) FROM findings` so ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8
-    s, `kernel_layers` 1.3 -> 1.1 s (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even
-    `SELECT kernel_id, layer FROM kernel_layers LIMIT 3` ran out of memory as views
-    (benchmarks/results/sql_10m_views_44.txt): no size of trace
+    temp tables, or with ``scratch`` every view they read into a Parquet file there (:data:`LAZY_TABLE_OPS`), as
+    ``analyze`` computes its views once: as nested views DuckDB plans each again wherever it is read, all in one
+    plan, whose joins then hold memory together. On the 231k-kernel GPT export `SELECT count(*) FROM findings` so
+    ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8 s, `kernel_layers` 1.3 -> 1.1 s
+    (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even `SELECT kernel_id, layer FROM
+    kernel_layers LIMIT 3` ran out of memory as views (benchmarks/results/sql_10m_views_44.txt): no size of trace
     is better served by nested views."""
     from pipeline.analyze.readonly import named_relations
 
