@@ -1003,21 +1003,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "sql_big_views_inlined",
         "pipeline/analyze/engine.py",
-        "computed_once(only, sql_dir, existing=have, every=scratch is not None)",
-        "computed_once(only, sql_dir, existing=have, every=False)",
-        "past LAZY_TABLE_OPS every view a statement's views read goes to a file, not only the shared ones",
+        "            tables = {v for v in order if v not in only}",
+        "            pass",
+        "past LAZY_TABLE_OPS every view a statement's views read goes to a file, not only the shared and staged ones",
         ("tests/test_api.py::test_a_big_traces_views_computed_once_go_to_files_the_views_read",),
-    ),
-    Mutant(
-        "big_input_views_inlined",
-        "pipeline/analyze/views.py",
-        "    if every:\n        return [v for v in need if v not in views and INLINE not in files[v].read_text()]",
-        "    if False:\n        return []",
-        "past the in-memory size every view a view needs is computed once, not only the shared ones",
-        (
-            "tests/test_analyze_write.py::test_past_the_in_memory_size_every_view_is_computed_once_but_the_inline_ones",
-            "tests/test_api.py::test_a_big_traces_views_computed_once_go_to_files_the_views_read",
-        ),
     ),
     Mutant(
         "sql_shared_views_inlined",

@@ -2,6 +2,8 @@
 -- and pass of the work launched there: the attribution rules of gpu_op_attribution, over distinct launch points.
 -- analyze: on request (an intermediate of gpu_op_attribution, which has all its columns: write it with
 --          `tracepipe analyze --view launch_point_layers`)
+-- analyze: staged (computed into a file of its own on big inputs although one view reads it, so that its joins and
+--          its reader's do not hold DuckDB's memory at once: docs/benchmarks.md, gpu_op_attribution_staged.txt)
 -- Inputs:  _point_ranges, _backward_links, _optimizer_steps, _backward_threads, nvtx_ranges (push/pop ranges),
 --          compiled_statements
 -- Macros:  interval_at, outermost_intervals

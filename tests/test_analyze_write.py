@@ -167,23 +167,19 @@ def _view(sql_dir: Path, name: str, inputs: str, extra: str = "") -> None:
     (sql_dir / f"{name}.sql").write_text(f"-- {name}\n{extra}-- Inputs:  {inputs}\nSELECT * FROM {first}\n")
 
 
-def test_past_the_in_memory_size_every_view_is_computed_once_but_the_inline_ones(tmp_path: Path) -> None:
-    """In memory a view read by one other is inlined into it and a view read by two is computed once (nvtx_paths);
-    through Parquet (inputs too big for memory) every view is computed once, as its joins would otherwise hold
-    DuckDB's memory together with its reader's; a view whose header says ``-- analyze: inline`` never is."""
-    from pipeline.analyze import _views_to_write
-    from pipeline.analyze.views import INLINE
+def test_a_staged_view_is_computed_once_on_its_own_even_with_one_reader(tmp_path: Path) -> None:
+    """A view read by one other is inlined into it, unless its header says ``-- analyze: staged`` and the inputs
+    are analyzed through Parquet; a view read by two is computed once either way (nvtx_paths)."""
+    from pipeline.analyze import STAGED, _views_to_write
 
     _view(tmp_path, "one_reader", "kernels")
-    _view(tmp_path, "inline", "kernels", f"{INLINE} (a scan and a filter)\n")
+    _view(tmp_path, "staged", "kernels", f"{STAGED} (its joins apart from its reader's)\n")
     _view(tmp_path, "two_readers", "kernels")
     _view(tmp_path, "mid", "two_readers")
-    _view(tmp_path, "top", "one_reader, inline, two_readers, mid, inline")
-    _view(tmp_path, "other", "inline")
-    assert _views_to_write(["top"], tmp_path) == ["one_reader", "two_readers", "mid", "top"]
-    assert _views_to_write(["top"], tmp_path, every=False) == ["two_readers", "top"]  # in memory: small inputs
-    assert _views_to_write(["top", "other"], tmp_path, every=False) == ["two_readers", "other", "top"]
-    # the attribution: its rules' half (one reader) and the launches (two readers) computed once
+    _view(tmp_path, "top", "one_reader, staged, two_readers, mid")
+    assert _views_to_write(["top"], tmp_path) == ["staged", "two_readers", "top"]
+    assert _views_to_write(["top"], tmp_path, staged=False) == ["two_readers", "top"]  # in memory: small inputs
+    # the attribution: its rules' half (one reader) staged, the launches (two readers) computed once
     assert {"gpu_op_launches", "launch_point_layers"} <= set(_views_to_write(["gpu_op_attribution"], SQL_DIR))
 
 

@@ -40,6 +40,7 @@ from pipeline.analyze.readonly import (
 )
 from pipeline.analyze.views import (
     ON_REQUEST,
+    STAGED,
     Column,
     _body,
     default_views,
@@ -78,6 +79,7 @@ __all__ = [
     "READ_ONLY_STATEMENTS",
     "SIZE_TABLES",
     "SQL_DIR",
+    "STAGED",
     "Column",
     "Produce",
     "ReadOnlyError",

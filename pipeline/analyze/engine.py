@@ -131,12 +131,11 @@ def create_views(
     ``materialize`` each is computed once into a temp table, which is what a batch run that reads every
     view wants (views would recompute their inputs). ``keep_existing``: views the connection already has
     stay as they are (``write_views`` points written ones at their Parquet files), and so do the views only they
-    read. ``once_as_tables`` (with ``only``): the views two or more of the needed ones read
+    read. ``once_as_tables`` (with ``only``): the views two or more of the needed ones read and the staged ones
     (``views.computed_once``) are computed once into temp tables, the others stay views; with ``scratch``, every
-    view the ``only`` ones read (but the inline ones) is computed once into a Parquet file in that folder, which the
-    views then read: a big trace's results would fill DuckDB's memory as tables, and its views inlined into one
-    statement hold their joins' memory together (:data:`LAZY_TABLE_OPS`). The macros the views call are created
-    first."""
+    view the ``only`` ones read is computed once into a Parquet file in that folder, which the views then read: a
+    big trace's results would fill DuckDB's memory as tables, and its views inlined into one statement hold their
+    joins' memory together (:data:`LAZY_TABLE_OPS`). The macros the views call are created first."""
     files = view_files(sql_dir)
     have = defined_views(con) if keep_existing else set()
     order = [
@@ -146,7 +145,9 @@ def create_views(
     ]
     tables: set[str] = set()
     if once_as_tables and only is not None:
-        tables = set(computed_once(only, sql_dir, existing=have, every=scratch is not None))
+        tables = set(computed_once(only, sql_dir, existing=have))
+        if scratch is not None:  # every view they read
+            tables = {v for v in order if v not in only}
     create_macros(con, sql_dir, {m for name in order for m in view_macros(files[name])})
     for name in order:
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
@@ -276,14 +277,14 @@ def lazy_views(
     """What creates, on ``con``, the views a statement names and those they read (every view for None, or for a
     statement whose views the parser cannot tell: ``readonly.named_relations``); views already there stay.
 
-    The views that two or more of the statement's views read (``views.computed_once``) are computed once into
-    temp tables, or with ``scratch`` every view they read into a Parquet file there (:data:`LAZY_TABLE_OPS`), as
-    ``analyze`` computes its views once: as nested views DuckDB plans each again wherever it is read, all in one
-    plan, whose joins then hold memory together. On the 231k-kernel GPT export `SELECT count(*) FROM findings` so
-    ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8 s, `kernel_layers` 1.3 -> 1.1 s
-    (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even `SELECT kernel_id, layer FROM
-    kernel_layers LIMIT 3` ran out of memory as views (benchmarks/results/sql_10m_views_44.txt): no size of trace
-    is better served by nested views."""
+    The views that two or more of the statement's views read, and the staged ones (``views.computed_once``), are
+    computed once into temp tables, or with ``scratch`` every view they read into a Parquet file there
+    (:data:`LAZY_TABLE_OPS`), as ``analyze`` computes its views once: as nested views DuckDB plans each again
+    wherever it is read, all in one plan, whose joins then hold memory together. On the 231k-kernel GPT export
+    `SELECT count(*) FROM findings` so ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8
+    s, `kernel_layers` 1.3 -> 1.1 s (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even
+    `SELECT kernel_id, layer FROM kernel_layers LIMIT 3` ran out of memory as views
+    (benchmarks/results/sql_10m_views_44.txt): no size of trace is better served by nested views."""
     from pipeline.analyze.readonly import named_relations
 
     names = set(view_files(sql_dir))

@@ -13,6 +13,7 @@ from pathlib import Path
 from pipeline.analyze.views import (
     INLINE,
     ON_REQUEST,
+    STAGED,
     macro_files,
     view_files,
     view_inputs,
@@ -31,7 +32,7 @@ REGENERATE = "tracepipe views --format markdown > docs/views.md"
 class ViewGraph:
     """``views``: each view with the tables and views it reads (header order), the views in creation order
     (each after its inputs); ``tables``: the inputs no view defines, by name; ``notes``: view -> what it is
-    (private) and how ``analyze`` treats it when its header says so (on request, inline); ``macros``:
+    (private) and how ``analyze`` treats it when its header says so (on request, staged, inline); ``macros``:
     each table macro of ``sql/macros/`` with the views that call it."""
 
     views: dict[str, list[str]]
@@ -49,7 +50,11 @@ def read_graph(sql_dir: Path = SQL_DIR) -> ViewGraph:
     for name, path in files.items():
         text = path.read_text()
         flags = [] if is_public(name) else ["private"]
-        flags += [label for line, label in ((ON_REQUEST, "on request"), (INLINE, "inline")) if line in text]
+        flags += [
+            label
+            for line, label in ((ON_REQUEST, "on request"), (STAGED, "staged"), (INLINE, "inline"))
+            if line in text
+        ]
         if flags:
             notes[name] = ", ".join(flags)
     macros = {m: [v for v in views if m in view_macros(files[v])] for m in macro_files(sql_dir)}

@@ -34,10 +34,12 @@ def macro_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted((sql_dir / MACRO_DIR).glob("*.sql"))}
 
 
-#: Header lines that change how `analyze` treats a view: written only when asked for by name; never computed into
-#: a result of its own, even when several views read it (each computes it: a scan and a filter of a big input cost
-#: less twice than written once and read back). See :func:`computed_once`.
+#: Header lines that change how `analyze` treats a view: written only when asked for by name; computed into its
+#: own result even when only one view reads it; never computed into a result of its own, even when several views
+#: read it (each computes it: a scan and a filter of a big input cost less twice than written once and read back).
+#: See ``write._views_to_write``.
 ON_REQUEST = "-- analyze: on request"
+STAGED = "-- analyze: staged"
 INLINE = "-- analyze: inline"
 
 
@@ -192,18 +194,14 @@ def shared_views(
 
 
 def computed_once(
-    views: list[str], sql_dir: Path = SQL_DIR, existing: set[str] | frozenset[str] = frozenset(), every: bool = False
+    views: list[str], sql_dir: Path = SQL_DIR, existing: set[str] | frozenset[str] = frozenset(), staged: bool = True
 ) -> list[str]:
     """Of :func:`needed_views`, in dependency order, those computed once into a table or file rather than inlined
-    into the views that read them: :func:`shared_views`; with ``every`` (an input too big to analyze in memory)
-    every view that ``views`` read, unless its header says ``-- analyze: inline``. Inlined, a big view's joins
-    hold DuckDB's memory together with its reader's: on the 10M-kernel export `analyze --view findings` took 167 s
-    with only the shared views computed once, 86 s with every one, all default views 85 -> 76 s, the same rows
-    (benchmarks/results/analyze_every_view_once_44.txt); `tracepipe sql` ran out of memory on `kernel_layers`
-    (engine.LAZY_TABLE_OPS)."""
+    into the views that read them: :func:`shared_views`, and with ``staged`` each whose header says ``-- analyze:
+    staged``, whose joins would otherwise hold DuckDB's memory together with its reader's (``launch_point_layers``
+    under ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement, 1 GB as two)."""
     files = view_files(sql_dir)
-    need = needed_views(views, sql_dir, existing)
-    if every:
-        return [v for v in need if v not in views and INLINE not in files[v].read_text()]
     shared = set(shared_views(views, sql_dir, existing))
-    return [v for v in need if v in shared]
+    return [
+        v for v in needed_views(views, sql_dir, existing) if v in shared or (staged and STAGED in files[v].read_text())
+    ]

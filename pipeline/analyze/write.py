@@ -23,14 +23,16 @@ from pipeline.lean import cores
 from pipeline.outputs import output_folder
 
 
-def _views_to_write(views: list[str], sql_dir: Path, every: bool = True) -> list[str]:
+def _views_to_write(views: list[str], sql_dir: Path, staged: bool = True) -> list[str]:
     """In dependency order: ``views``, plus each view they need that two or more of the needed views read
     (``nvtx_paths`` under ``kernel_layers``, ``layer_summary``, ``layer_timeline``): computed once rather than
     once per reader, unless its header says ``-- analyze: inline`` (``_gpu_op_calls``: a scan and a filter of
-    every GPU operation, cheaper in each of its two readers than written and read back); with ``every`` (inputs
-    too big to analyze in memory), every view they need but the inline ones (``views.computed_once``). In memory
-    the inputs are small and one statement fewer is the cheaper (1 MB trace: 0.05 s)."""
-    once = set(computed_once(views, sql_dir, every=every))
+    every GPU operation, cheaper in each of its two readers than written and read back); with ``staged`` (inputs
+    too big to analyze in memory), plus each needed view whose header says ``-- analyze: staged``: inlined into
+    its reader, its joins and the reader's would hold DuckDB's memory at once (``launch_point_layers`` under
+    ``gpu_op_attribution``: 10M kernels spilled 14.9 GB as one statement, 1 GB as two). In memory the inputs are
+    small and one statement fewer is the cheaper (1 MB trace: 0.05 s)."""
+    once = set(computed_once(views, sql_dir, staged=staged))
     return [v for v in needed_views(views, sql_dir) if v in views or v in once]
 
 
@@ -107,7 +109,7 @@ def write_views(
     side_by_side = produce is None and not have.intersection(order) and workers > 1  # views computed at once
     if in_memory is None:
         in_memory = input_rows(con) <= in_memory_rows(side_by_side)
-    to_write = set(_views_to_write(views, sql_dir, every=not in_memory))
+    to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
     if in_memory and side_by_side:
         return _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
     try:
