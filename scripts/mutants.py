@@ -1003,8 +1003,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "sql_big_views_inlined",
         "pipeline/analyze/engine.py",
-        "            tables = {v for v in order if v not in only}",
-        "            pass",
+        "(v for v in order if v not in only) if scratch is not None else",
+        "computed_once(only, sql_dir, have) if scratch is not None else",
         "past LAZY_TABLE_OPS every view a statement's views read goes to a file, not only the shared and staged ones",
         ("tests/test_api.py::test_a_big_traces_views_computed_once_go_to_files_the_views_read",),
     ),

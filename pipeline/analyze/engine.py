@@ -145,9 +145,8 @@ def create_views(
     ]
     tables: set[str] = set()
     if once_as_tables and only is not None:
-        tables = set(computed_once(only, sql_dir, existing=have))
-        if scratch is not None:  # every view they read
-            tables = {v for v in order if v not in only}
+        once = (v for v in order if v not in only) if scratch is not None else computed_once(only, sql_dir, have)
+        tables = set(once)
     create_macros(con, sql_dir, {m for name in order for m in view_macros(files[name])})
     for name in order:
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
@@ -282,9 +281,8 @@ def lazy_views(
     (:data:`LAZY_TABLE_OPS`), as ``analyze`` computes its views once: as nested views DuckDB plans each again
     wherever it is read, all in one plan, whose joins then hold memory together. On the 231k-kernel GPT export
     `SELECT count(*) FROM findings` so ran out of memory after 17 s (2.2 s as tables); `step_gpu_idle` 5.5 -> 1.8
-    s, `kernel_layers` 1.3 -> 1.1 s (benchmarks/results/sql_shared_views_44.txt). On the 10M-kernel export even
-    `SELECT kernel_id, layer FROM kernel_layers LIMIT 3` ran out of memory as views
-    (benchmarks/results/sql_10m_views_44.txt): no size of trace is better served by nested views."""
+    s, `kernel_layers` 1.3 -> 1.1 s (benchmarks/results/sql_shared_views_44.txt); on the 10M-kernel export even a
+    `LIMIT 3` of kernel_layers did (benchmarks/results/sql_10m_views_44.txt)."""
     from pipeline.analyze.readonly import named_relations
 
     names = set(view_files(sql_dir))
