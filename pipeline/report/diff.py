@@ -155,7 +155,7 @@ def open_side(spec: str, scratch: Path) -> Side:
         _normalize_into(path, scratch)
         kind, store = "traces", scratch
     if store is not None:
-        con = connect(store, views=["layer_summary", "layer_macs"], read_only=True)
+        con = connect(store, read_only=True, lazy=True)  # the views computed once where two read them
     named = resolve(wanted, trace_ids(store)) if wanted and store is not None else None
     rows = _side_rows(con, path, named)
     con.close()
