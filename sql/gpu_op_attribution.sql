@@ -1,11 +1,8 @@
 -- gpu_op_attribution: per GPU operation (kernel, memcpy, memset), the layer range that launched it and its pass,
--- without the operation's own columns (kernel_layers and gpu_op_layers join them on).
+-- without the operation's own columns (gpu_op_layers joins them on).
 -- Plan: narrow rows, so that the joins and the Parquet writer do not spill against each other on big traces; the
 -- rules are in its two inputs, each computed once into a file of its own (gpu_op_launches, read by two views;
 -- launch_point_layers, staged): docs/benchmarks.md, gpu_op_attribution.txt and gpu_op_attribution_staged.txt.
--- analyze: inline (computed in each reader: kernel_layers joins its kernel rows, gpu_op_layers its copies' and
---          memsets'; its inputs are computed once, and a file of every operation's row would be written and read
---          back for one join each)
 -- Inputs:  gpu_op_launches, launch_point_layers, nvtx_paths, ops
 -- Output, one row per GPU operation:
 --   trace_id        VARCHAR: the trace

@@ -1,8 +1,5 @@
 -- gpu_op_layers: every GPU operation (kernel, memcpy, memset) with the layer range that launched it and its pass.
--- analyze: inline (computed in each reader: the kernel rows are kernel_layers' file; joining the few copies and
---          memsets there costs less than writing every operation's wide row once more and reading it back)
--- Inputs:  kernel_layers, kernels, memcpy, memset (through gpu_ops: its copies and memsets), gpu_op_attribution,
---          nvtx_paths
+-- Inputs:  kernels, memcpy, memset (through gpu_ops), gpu_op_attribution, nvtx_paths
 -- Macros:  gpu_ops
 -- Output, one row per GPU operation (kernel, memcpy, memset):
 --   trace_id                            VARCHAR: the trace
@@ -70,36 +67,40 @@
 --   fused_modules                       VARCHAR: for work of a torch.compile'd region the capture recorded, every
 --                                         module the launching statement computes (JSON list of qualified names); else
 --                                         NULL
--- Rule: kernel_layers' rows (the rules are gpu_op_attribution's: forward by the launching call's NVTX ranges,
--- backward by the autograd link, optimizer steps) and each copy and memset with its own attribution row, joined
--- the same way.
-WITH copies AS (   -- memcpy and memset rows, each kind joined to its own rows of gpu_op_attribution
-    SELECT g.*, a.* EXCLUDE (trace_id, op_kind, op_row_id, layer, path, depth, range_kind, domain)
-    FROM gpu_ops(kinds := ['memcpy', 'memset']) g
-    LEFT JOIN (SELECT * FROM gpu_op_attribution WHERE op_kind <> 'kernel') a
-      ON a.trace_id = g.trace_id AND a.op_kind = g.op_kind AND a.op_row_id = g.op_row_id
+-- Rule: gpu_op_attribution's rules (forward by the launching call's NVTX ranges, backward by the autograd link,
+-- optimizer steps); this view puts each operation's own columns beside them.
+-- Plan: the big join's hash table holds no more than the join needs: the range's texts (layer, path, depth,
+-- range_kind, domain) are looked up in nvtx_paths (one row per range) after it, and each kind of operation is joined
+-- to its own rows of gpu_op_attribution (gpu_ops one kind at a time), so op_kind is no key either (docs/benchmarks.md,
+-- analyze_10m_memory_s34.txt).
+WITH attribution AS NOT MATERIALIZED (   -- read once per kind of operation below, never held whole
+    SELECT * EXCLUDE (layer, path, depth, range_kind, domain) FROM gpu_op_attribution
 ),
-ops AS (
-    SELECT *, 'kernel' AS op_kind, kernel_id AS op_row_id, CAST(NULL AS BIGINT) AS bytes,
-           CAST(NULL AS VARCHAR) AS copy_kind
-    FROM kernel_layers
+ops AS (   -- each kind of operation joined to its own kind's rows
+    SELECT g.*, a.* EXCLUDE (trace_id, op_row_id)
+    FROM gpu_ops(kinds := ['kernel']) g
+    LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'kernel') a
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.op_row_id
     UNION ALL BY NAME
-    SELECT o.* EXCLUDE (module_chain),
-           -- a compiled region's work goes on down its module chain (gpu_op_attribution's rule, same expressions)
-           CASE WHEN len(o.module_chain) > 0 THEN o.module_chain[-1] ELSE p.text END AS layer,
-           CASE WHEN len(o.module_chain) > 0 THEN concat_ws('/', p.path, array_to_string(o.module_chain, '/'))
-                ELSE p.path END AS path,
-           CASE WHEN len(o.module_chain) > 0 THEN coalesce(p.depth + 1, 0) + len(o.module_chain) - 1 ELSE p.depth END
-               AS depth,
-           p.kind AS range_kind, p.domain
-    FROM copies o
-    LEFT JOIN nvtx_paths p ON p.trace_id = o.trace_id AND p.range_id = o.range_id
+    SELECT g.*, a.* EXCLUDE (trace_id, op_row_id)
+    FROM gpu_ops(kinds := ['memcpy']) g
+    LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'memcpy') a
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.op_row_id
+    UNION ALL BY NAME
+    SELECT g.*, a.* EXCLUDE (trace_id, op_row_id)
+    FROM gpu_ops(kinds := ['memset']) g
+    LEFT JOIN (SELECT * EXCLUDE (op_kind) FROM attribution WHERE op_kind = 'memset') a
+      ON a.trace_id = g.trace_id AND a.op_row_id = g.op_row_id
 )
-SELECT
-    trace_id, kernel_id, device_id, context_id, stream_id, correlation_id, external_id, start_ns, end_ns,
-    duration_ns, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread,
-    static_smem_bytes, dynamic_smem_bytes, local_mem_per_thread_bytes, launch_type, graph_id, graph_node_id, pid,
-    tid, profiler_blocks_per_sm, profiler_warps_per_sm, profiler_est_achieved_occupancy_pct, op_kind, op_row_id,
-    bytes, copy_kind, launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id, layer, path, depth,
-    range_kind, domain, pass, bwd_op_id, fwd_op_id, op_id, op_name, fused_modules
-FROM ops
+SELECT o.* EXCLUDE (launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id, pass, bwd_op_id, fwd_op_id,
+                    op_id, op_name, fused_modules, module_chain),
+       o.launch_call_id, o.launch_start_ns, o.launch_pid, o.launch_tid, o.range_id,
+       -- a compiled region's work goes on down its module chain (gpu_op_attribution's rule, same expressions)
+       CASE WHEN len(o.module_chain) > 0 THEN o.module_chain[-1] ELSE p.text END AS layer,
+       CASE WHEN len(o.module_chain) > 0 THEN concat_ws('/', p.path, array_to_string(o.module_chain, '/'))
+            ELSE p.path END AS path,
+       CASE WHEN len(o.module_chain) > 0 THEN coalesce(p.depth + 1, 0) + len(o.module_chain) - 1 ELSE p.depth END
+           AS depth,
+       p.kind AS range_kind, p.domain, o.pass, o.bwd_op_id, o.fwd_op_id, o.op_id, o.op_name, o.fused_modules
+FROM ops o
+LEFT JOIN nvtx_paths p ON p.trace_id = o.trace_id AND p.range_id = o.range_id

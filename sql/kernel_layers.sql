@@ -1,6 +1,5 @@
 -- kernel_layers: every kernel with the NVTX layer range that launched it and its pass.
--- Inputs:  kernels, memcpy, memset (through gpu_ops: its kernels only), gpu_op_attribution, nvtx_paths
--- Macros:  gpu_ops
+-- Inputs:  gpu_op_layers
 -- Output, one row per kernel:
 --   trace_id                            VARCHAR: the trace
 --   kernel_id                           BIGINT: the kernel (kernels.kernel_id)
@@ -60,29 +59,8 @@
 --   fused_modules                       VARCHAR: for work of a torch.compile'd region the capture recorded, every
 --                                         module the launching statement computes (JSON list of qualified names); else
 --                                         NULL
--- Rules: gpu_op_attribution's (forward by the launching call's NVTX ranges, backward by the autograd link, optimizer
--- steps); this view puts each kernel's own columns beside them.  gpu_op_layers is these rows and the copies' and
--- memsets' (it reads this view: the per-kernel rows are joined once, not written once more for every operation and
--- then filtered).
--- Plan: the big join's hash table holds no more than the join needs: the range's texts (layer, path, depth,
--- range_kind, domain) are looked up in nvtx_paths (one row per range) after it, and only the attribution's kernel
--- rows are joined, so op_kind is no key (docs/benchmarks.md, analyze_10m_memory_s34.txt).
-WITH ops AS (
-    SELECT g.* EXCLUDE (op_kind, op_row_id, bytes, copy_kind),
-           a.* EXCLUDE (trace_id, op_kind, op_row_id, layer, path, depth, range_kind, domain)
-    FROM gpu_ops(kinds := ['kernel']) g
-    LEFT JOIN (SELECT * FROM gpu_op_attribution WHERE op_kind = 'kernel') a
-      ON a.trace_id = g.trace_id AND a.op_row_id = g.op_row_id
-)
-SELECT o.* EXCLUDE (launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id, pass, bwd_op_id, fwd_op_id,
-                    op_id, op_name, fused_modules, module_chain),
-       o.launch_call_id, o.launch_start_ns, o.launch_pid, o.launch_tid, o.range_id,
-       -- a compiled region's work goes on down its module chain (gpu_op_attribution's rule, same expressions)
-       CASE WHEN len(o.module_chain) > 0 THEN o.module_chain[-1] ELSE p.text END AS layer,
-       CASE WHEN len(o.module_chain) > 0 THEN concat_ws('/', p.path, array_to_string(o.module_chain, '/'))
-            ELSE p.path END AS path,
-       CASE WHEN len(o.module_chain) > 0 THEN coalesce(p.depth + 1, 0) + len(o.module_chain) - 1 ELSE p.depth END
-           AS depth,
-       p.kind AS range_kind, p.domain, o.pass, o.bwd_op_id, o.fwd_op_id, o.op_id, o.op_name, o.fused_modules
-FROM ops o
-LEFT JOIN nvtx_paths p ON p.trace_id = o.trace_id AND p.range_id = o.range_id
+-- Rule: the kernel rows of gpu_op_layers (whose header gives the rules: nsys's NVTX projection for forward
+-- work, backward ops linked to their forward op by autograd sequence number, optimizer steps).
+SELECT * EXCLUDE (op_kind, op_row_id, bytes, copy_kind)
+FROM gpu_op_layers
+WHERE op_kind = 'kernel'

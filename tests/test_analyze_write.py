@@ -183,27 +183,6 @@ def test_a_staged_view_is_computed_once_on_its_own_even_with_one_reader(tmp_path
     assert {"gpu_op_launches", "launch_point_layers"} <= set(_views_to_write(["gpu_op_attribution"], SQL_DIR))
 
 
-def test_what_an_inlined_view_reads_is_read_by_each_of_its_readers(tmp_path: Path) -> None:
-    """A view whose header says ``-- analyze: inline`` is pasted into each reader, so a view it reads (one reader
-    by the headers) is read once per reader and computed once: launch_point_layers under gpu_op_attribution, which
-    kernel_layers and gpu_op_layers both paste."""
-    from pipeline.analyze import _views_to_write
-    from pipeline.analyze.views import INLINE
-
-    _view(tmp_path, "rules", "kernels")
-    _view(tmp_path, "pasted", "rules", f"{INLINE} (cheaper in each reader)\n")
-    _view(tmp_path, "left", "pasted")
-    _view(tmp_path, "right", "pasted")
-    _view(tmp_path, "top", "left, right")
-    assert _views_to_write(["top"], tmp_path) == ["rules", "top"]  # pasted into left and right: rules read twice
-    assert _views_to_write(["top", "pasted"], tmp_path) == ["pasted", "top"]  # asked for: computed, read back
-    # the attribution: neither it nor gpu_op_layers is computed for the three views nsys stats answers
-    three = _views_to_write(["kernel_layers", "layer_summary", "layer_timeline"], SQL_DIR)
-    assert {"gpu_op_launches", "launch_point_layers", "nvtx_paths", "kernel_layers"} <= set(three)
-    assert not {"gpu_op_attribution", "gpu_op_layers"} & set(three)
-    assert "launch_point_layers" in _views_to_write(["kernel_layers", "layer_summary"], SQL_DIR, staged=False)
-
-
 def test_duckdb_threads_follow_the_row_groups_there_are_to_scan(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

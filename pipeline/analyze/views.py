@@ -186,25 +186,11 @@ def shared_views(
     """Of :func:`needed_views` (``views``, what they read), those that two or more of them read, in dependency order,
     unless the header says ``-- analyze: inline`` (cheaper computed in each reader): what is computed once into a
     table or file rather than inlined into every view that reads it (``nvtx_paths`` under ``kernel_layers``,
-    ``layer_summary`` and ``layer_timeline``). A view inlined by its header is pasted into each of its readers, so
-    each of them reads what it reads (``launch_point_layers`` under ``gpu_op_attribution``, inlined into
-    ``kernel_layers`` and ``gpu_op_layers``, has two readers)."""
+    ``layer_summary`` and ``layer_timeline``)."""
     files = view_files(sql_dir)
     need = needed_views(views, sql_dir, existing)
-    pasted = {v for v in need if v not in views and INLINE in files[v].read_text()}
-
-    def reads(view: str) -> collections.Counter[str]:
-        """The views ``view``'s SQL reads once each view pasted into it is: one count per place it is read."""
-        counts: collections.Counter[str] = collections.Counter()
-        for i in set(view_inputs(files[view])):
-            if i in pasted:
-                counts.update(reads(i))
-            elif i in files:
-                counts[i] += 1
-        return counts
-
-    readers = sum((reads(v) for v in need if v not in pasted), collections.Counter())
-    return [v for v in need if readers[v] >= 2 and v not in pasted]
+    readers = collections.Counter(i for v in need for i in set(view_inputs(files[v])) if i in files)
+    return [v for v in need if readers[v] >= 2 and INLINE not in files[v].read_text()]
 
 
 def computed_once(
