@@ -340,8 +340,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "memory_limit_not_sized",
         "pipeline/analyze/engine.py",
-        'if "memory_limit" not in config:',
-        'if False and "memory_limit" not in config:',
+        "limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)",
+        "limit = parse_size(duckdb_default) or MEMORY_FLOOR",
         "without TRACEPIPE_MEMORY_LIMIT a connection gets the input-sized limit, not DuckDB's 80% of memory",
         ("tests/test_reliability.py",),
     ),
