@@ -1009,6 +1009,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_api.py::test_a_big_traces_views_computed_once_go_to_files_the_views_read",),
     ),
     Mutant(
+        "diff_views_nested",
+        "pipeline/report/diff.py",
+        "con = connect(store, read_only=True, lazy=True)",
+        'con = connect(store, views=["layer_summary", "layer_macs"], read_only=True)',
+        "a diff side on normalized data computes the views two of its views read once (a lazy connection)",
+        ("tests/test_diff.py::test_a_normalized_side_computes_the_views_two_of_its_views_read_once",),
+    ),
+    Mutant(
         "sql_shared_views_inlined",
         "pipeline/analyze/engine.py",
         "create_views(con, sql_dir, only=only, keep_existing=True, once_as_tables=True, scratch=scratch)",
