@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -254,7 +255,7 @@ def test_a_normalized_side_computes_the_views_two_of_its_views_read_once(
     seen: list[set[str]] = []
     rows = diff._side_rows
 
-    def side_rows(con, source, trace):  # type: ignore[no-untyped-def]
+    def side_rows(con: Any, source: Path, trace: str | None) -> Any:  # con: the lazy ReadOnlyConnection
         out = rows(con, source, trace)
         seen.append(
             {t for (t,) in con._con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
