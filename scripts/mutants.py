@@ -1017,6 +1017,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_diff.py::test_a_normalized_side_computes_the_views_two_of_its_views_read_once",),
     ),
     Mutant(
+        "export_views_nested",
+        "pipeline/export/perfetto.py",
+        "con = connect(normalized, read_only=True, lazy=True)",
+        "con = connect(normalized, read_only=True, views=list(_VIEWS_READ))",
+        "the Perfetto export computes the views two of its views read once (a lazy connection)",
+        ("tests/test_export_perfetto.py::test_the_views_two_of_the_exports_views_read_are_computed_once",),
+    ),
+    Mutant(
         "sql_shared_views_inlined",
         "pipeline/analyze/engine.py",
         "create_views(con, sql_dir, only=only, keep_existing=True, once_as_tables=True, scratch=scratch)",

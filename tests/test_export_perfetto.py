@@ -259,3 +259,28 @@ def test_bad_input_exits_2_with_one_line(exported: dict[str, Any], tmp_path: Pat
         assert len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
     assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_the_views_two_of_the_exports_views_read_are_computed_once(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export reads its views through a lazy connection: what two or more of them read (the attribution's stages,
+    nvtx_paths) is a temp table, not nested views planned again in each (231k kernels: 1,005 -> 814 MiB;
+    benchmarks/results/lazy_diff_export_44.txt)."""
+    from pipeline.analyze.views import shared_views
+    from pipeline.export import perfetto
+
+    seen: list[set[str]] = []
+    require = perfetto._require_timeline
+
+    def require_timeline(con: Any, normalized: Path, trace_id: str) -> None:  # con: the lazy ReadOnlyConnection
+        seen.append(
+            {t for (t,) in con._con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+        )
+        require(con, normalized, trace_id)
+
+    monkeypatch.setattr(perfetto, "_require_timeline", require_timeline)
+    export_perfetto(exported["norm"], tmp_path / "x.json", RESNET[2])
+    (temp,) = seen
+    assert {"nvtx_paths", "gpu_op_launches", "launch_point_layers"} <= temp
+    assert set(shared_views(list(perfetto._VIEWS_READ))) <= temp
