@@ -146,6 +146,9 @@ def test_sql_creates_only_the_views_a_query_names(nsys_out: Path, monkeypatch: p
     assert named_relations("SELECT * FROM kernel_layers k, main.layer_summary s") == {"kernel_layers", "layer_summary"}
     assert named_relations("SELECT 6 * 7 AS a; SELECT * FROM findings") == {"findings"}  # SELECT 6 * 7 needs none
     assert named_relations("SHOW TABLES") is None and named_relations("SELECT * FROM duckdb_views()") is None
+    # a statement DuckDB cannot prepare with parameters in it (the Perfetto export's GPU table) still names its views
+    made = "CREATE TEMP TABLE t AS SELECT * FROM kernel_layers k, kernel_waves w WHERE k.x = $t"
+    assert named_relations(made) == {"t", "kernel_layers", "kernel_waves"}
     assert (
         named_relations("SELECT table_name FROM information_schema.tables") is None
     )  # it names `tables`, yet lists all

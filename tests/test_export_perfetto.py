@@ -266,21 +266,22 @@ def test_the_views_two_of_the_exports_views_read_are_computed_once(
 ) -> None:
     """The export reads its views through a lazy connection: what two or more of them read (the attribution's stages,
     nvtx_paths) is a temp table, not nested views planned again in each (231k kernels: 1,005 -> 814 MiB;
-    benchmarks/results/lazy_diff_export_44.txt)."""
+    benchmarks/results/lazy_diff_export_44.txt). Its GPU table's statement (CREATE TEMP TABLE ... AS, with
+    parameters) names the views it reads to the connection like any query."""
     from pipeline.analyze.views import shared_views
     from pipeline.export import perfetto
 
     seen: list[set[str]] = []
-    require = perfetto._require_timeline
+    depth = perfetto.auto_counter_depth
 
-    def require_timeline(con: Any, normalized: Path, trace_id: str) -> None:  # con: the lazy ReadOnlyConnection
+    def counter_depth(con: Any) -> int:  # called once the GPU table is made; con: the lazy ReadOnlyConnection
         seen.append(
             {t for (t,) in con._con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
         )
-        require(con, normalized, trace_id)
+        return depth(con)
 
-    monkeypatch.setattr(perfetto, "_require_timeline", require_timeline)
+    monkeypatch.setattr(perfetto, "auto_counter_depth", counter_depth)
     export_perfetto(exported["norm"], tmp_path / "x.json", RESNET[2])
     (temp,) = seen
     assert {"nvtx_paths", "gpu_op_launches", "launch_point_layers"} <= temp
-    assert set(shared_views(list(perfetto._VIEWS_READ))) <= temp
+    assert set(shared_views(["gpu_op_layers", "kernel_occupancy", "kernel_waves"])) <= temp

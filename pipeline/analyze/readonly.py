@@ -52,23 +52,19 @@ def reading_statements(query: str | duckdb.Statement) -> list[duckdb.Statement]:
 
 def named_relations(query: str) -> set[str] | None:
     """The tables and views the statements of ``query`` read by name, lower case and without their schema (a CTE's
-    name may be among them), as DuckDB's parser finds them: ``duckdb.get_table_names``, or where that cannot bind
-    a statement without the catalog (a join ``USING`` a column), the table references of its parse tree
-    (``json_serialize_sql``). None where neither says which views a query needs: a statement neither takes, or one
-    that may list the catalog (``SHOW TABLES``, ``duckdb_views()``, ``information_schema.tables``); one naming none
-    otherwise (``SELECT 6 * 7``) needs none. ``tracepipe sql`` creates only
-    the views a query names (and those they read): creating all ~46 binds each body, 2.1 CPU-s on a 220k-kernel
-    trace."""
+    name may be among them), as DuckDB's parser finds them: ``duckdb.get_table_names`` (:func:`_table_names`), or
+    where that cannot bind a statement without the catalog (a join ``USING`` a column), the table references of its
+    parse tree (``json_serialize_sql``). None where neither says which views a query needs: a statement neither
+    takes, or one that may list the catalog (``SHOW TABLES``, ``duckdb_views()``, ``information_schema.tables``);
+    one naming none otherwise (``SELECT 6 * 7``) needs none. ``tracepipe sql`` creates only the views a query names
+    (and those they read): creating all ~46 binds each body, 2.1 CPU-s on a 220k-kernel trace."""
     names: set[str] = set()
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error:
         return None
     for st in statements:
-        try:
-            found = duckdb.get_table_names(st.query)
-        except duckdb.Error:
-            found = _parsed_tables(st.query)
+        found = _table_names(st.query)
         if _CATALOG.search(st.query):  # it may list the catalog, whatever it names (information_schema.tables)
             return None
         names.update(n.rsplit(".", 1)[-1].lower() for n in found)
@@ -77,6 +73,22 @@ def named_relations(query: str) -> set[str] | None:
 
 #: Words of a statement that may list the catalog (every view), named tables or not.
 _CATALOG = re.compile(r"duckdb_|information_schema|pg_catalog|sqlite_master|\bshow\b|\bpragma\b|\bsummarize\b", re.I)
+
+
+def _table_names(statement: str) -> set[str]:
+    """The tables ``statement`` names: ``duckdb.get_table_names``; for a statement it cannot prepare with parameters
+    in it (``CREATE TEMP TABLE t AS SELECT ... WHERE trace_id = $trace``: the Perfetto export's), the same with each
+    parameter read as NULL (only the names are wanted); else :func:`_parsed_tables`."""
+    for text in (statement, _PARAMETER.sub("NULL", statement)):
+        try:
+            return duckdb.get_table_names(text)
+        except duckdb.Error:
+            continue
+    return _parsed_tables(statement)
+
+
+#: A prepared statement's parameter: ``$name``, ``$1`` or ``?``.
+_PARAMETER = re.compile(r"\$\w+|\?")
 
 
 def _parsed_tables(statement: str) -> set[str]:

@@ -123,8 +123,6 @@ def _complete(cat: str, name: str, pid: str, tid: str, start: str, dur: str) -> 
 # --- the events, one query each ---------------------------------------------------------------------------
 
 _GPU_TABLE = "_export_gpu"
-#: The views the export reads.
-_VIEWS_READ = ("gpu_op_layers", "nvtx_paths", "kernel_occupancy", "kernel_waves")
 
 
 def _gpu_table_sql() -> str:
@@ -526,10 +524,7 @@ def export_perfetto(
     if not out.absolute().parent.is_dir():
         raise BadInputError(out, "its folder does not exist: create it, or write elsewhere (-o)")
     refuse_inside_normalized(out)  # a JSON named like a public part would replace a table's Parquet
-    con = connect(normalized, read_only=True, lazy=True)
-    # what the export reads, created up front (its temp table's statement is no query the lazy connection reads
-    # views from): the views two of them read computed once, not planned again in each
-    con.ensure_views(f"SELECT * FROM {', '.join(_VIEWS_READ)}")
+    con = connect(normalized, read_only=True, lazy=True)  # the views two of its views read computed once
     try:
         _require_timeline(con, normalized, trace_id)
         params: dict[str, object] = {"trace": trace_id, "gpu_base": _gpu_base(con, trace_id)}
