@@ -252,3 +252,72 @@ def _resnet_normalized(tmp_path: Path) -> Path:
     norm = tmp_path / "n"
     normalize_file(RESNET / "nsys.sqlite.gz", norm)
     return norm
+
+
+def test_each_view_written_through_parquet_gives_back_what_its_statement_left(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Through Parquet, the memory each view's statement freed and DuckDB kept is given back before the next view
+    (engine.release_freed_memory after each file written and read back), and the memory limit stays the one
+    connect set (TRACEPIPE_MEMORY_LIMIT here)."""
+    from pipeline.analyze import engine
+
+    norm = _resnet_normalized(tmp_path)
+    monkeypatch.setenv("TRACEPIPE_MEMORY_LIMIT", "300MB")
+    con = connect(norm, views=[])
+    limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    released: list[int] = []  # the files written (scratch ones included) at each call
+
+    def release(c: duckdb.DuckDBPyConnection) -> None:
+        released.append(len(list((tmp_path / "a").iterdir())))
+        engine.release_freed_memory(c)
+
+    monkeypatch.setattr(analyze_write, "release_freed_memory", release)
+    views = ["kernel_layers", "layer_summary"]
+    write_views(con, tmp_path / "a", views, ("parquet",), in_memory=False)
+    # once per view computed (the three under kernel_layers that two of them read, and the two asked for), each
+    # after its file was written
+    written = analyze_write._views_to_write(views, SQL_DIR)
+    assert released == list(range(1, len(written) + 1)) and len(written) >= 4
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == limit == "286.1 MiB"
+    assert con.execute(f"SELECT getvariable('{engine.LIMIT_VARIABLE}')").fetchone()[0] == 300_000_000
+
+
+RELEASE_CHILD = """
+import os, sys
+import duckdb
+from pipeline.analyze.engine import LIMIT_VARIABLE, release_freed_memory
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+con = duckdb.connect(config={"threads": "2"})
+con.execute("SET memory_limit = '1000000000B'")
+if sys.argv[1] == "kept":
+    con.execute(f"SET VARIABLE {LIMIT_VARIABLE} = 1000000000")
+before = rss()
+con.execute("SELECT count(*) FROM (SELECT i % 3000000 AS k, count(*) FROM range(6000000) t(i) GROUP BY k)").fetchall()
+after = rss()
+release_freed_memory(con)
+print(before, after, rss(), con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the process's RSS from Linux's /proc")
+def test_release_freed_memory_gives_back_what_a_finished_statement_left_in_rss() -> None:
+    """A 3M-group aggregate leaves ~150 MB in the process's RSS after it ends (DuckDB keeps what it freed):
+    release_freed_memory gives most of it back, on a connection whose limit connect recorded, and leaves a
+    connection it did not make as it was."""
+    import subprocess
+    import sys
+
+    seen = {}
+    for mode in ("kept", "unknown"):
+        out = subprocess.run([sys.executable, "-c", RELEASE_CHILD, mode], capture_output=True, text=True, check=True)
+        before, during, after, limit = out.stdout.split(maxsplit=3)
+        seen[mode] = (int(during) - int(before), int(during) - int(after), limit.strip())
+    grown, given_back, limit = seen["kept"]
+    assert grown > 80 * 2**20
+    assert given_back > grown / 2
+    assert limit == "953.6 MiB"
+    grown, given_back, limit = seen["unknown"]
+    assert grown > 80 * 2**20 and given_back < grown / 4 and limit == "953.6 MiB"
