@@ -1025,22 +1025,6 @@ MUTANTS: list[Mutant] = [
         ("tests/test_cli.py", "tests/test_export_perfetto.py"),
     ),
     Mutant(
-        "views_keep_what_they_freed",
-        "pipeline/analyze/write.py",
-        "                release_freed_memory(con)  # the next view",
-        "                pass  # the next view",
-        "through Parquet, each view gives back what its statement freed and DuckDB kept before the next view runs",
-        ("tests/test_analyze_write.py::test_each_view_written_through_parquet_gives_back_what_its_statement_left",),
-    ),
-    Mutant(
-        "release_keeps_the_memory",
-        "pipeline/analyze/engine.py",
-        '        con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})\n\n\ndef default_memory_limit',
-        "        pass\n\n\ndef default_memory_limit",
-        "setting DuckDB's memory limit again gives back what finished statements left in RSS",
-        ("tests/test_analyze_write.py::test_release_freed_memory_gives_back_what_a_finished_statement_left_in_rss",),
-    ),
-    Mutant(
         "export_views_nested",
         "pipeline/export/perfetto.py",
         "con = connect(normalized, read_only=True, lazy=True)",

@@ -220,7 +220,6 @@ def connect(
         (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
         limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)
         con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
-    con.execute(f"SET VARIABLE {LIMIT_VARIABLE} = $limit", {"limit": limit})  # exact, for release_freed_memory
     # No more threads than the biggest tables have row groups to scan, nor than the memory limit has room for
     # (lean.duckdb_threads)
     rows = max(ops, table_rows(con, ("api_calls",)))
@@ -339,26 +338,6 @@ def duckdb_config() -> dict[str, str]:
         config["memory_limit"] = f"{size_setting('TRACEPIPE_MEMORY_LIMIT', '')}B"
     config["max_temp_directory_size"] = f"{size_setting('TRACEPIPE_TEMP_LIMIT', DEFAULT_TEMP_LIMIT)}B"
     return config
-
-
-#: The connection's memory limit in bytes, kept as a variable of the connection by :func:`connect`: DuckDB reports
-#: the setting rounded ('1.4 GiB'), and :func:`release_freed_memory` sets it again unchanged.
-LIMIT_VARIABLE = "tracepipe_memory_limit"
-
-
-def release_freed_memory(con: duckdb.DuckDBPyConnection) -> None:
-    """Give back to the system the memory ``con``'s finished statements freed but DuckDB kept, by setting its memory
-    limit again to the same value (a no-op on a connection :func:`connect` did not make, or a cursor).
-
-    DuckDB's buffer pool and allocator keep what a statement freed for the next one, and that stays in the
-    process's RSS (``duckdb_memory()`` reports none of it): each view ``analyze`` writes left more behind, so the
-    biggest view (``gpu_op_layers``) ran on top of what the views before it had used. Setting the limit, to any
-    value, ends with DuckDB flushing its allocator (``BufferPool::SetLimit``), which gives that memory back (glibc's
-    ``malloc_trim`` from Python does not); at the same value nothing in use is evicted either.
-    """
-    (limit,) = con.execute(f"SELECT getvariable('{LIMIT_VARIABLE}')").fetchone()
-    if limit is not None:
-        con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
 
 
 def default_memory_limit(gpu_ops: int, duckdb_default: int) -> int:

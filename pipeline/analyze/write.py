@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.analyze.engine import cursor_of, defined_views, release_freed_memory, table_rows
+from pipeline.analyze.engine import cursor_of, defined_views, table_rows
 from pipeline.analyze.scratch import copy_view, read_back
 from pipeline.analyze.views import _body, computed_once, needed_views, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
@@ -136,7 +136,6 @@ def write_views(
                 if not wanted:
                     scratch[view] = parquet
                 read_back(con, view, parquet)
-                release_freed_memory(con)  # the next view does not run on top of what this one used
             if view not in views:
                 continue
             for fmt in formats:
