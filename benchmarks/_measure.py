@@ -230,10 +230,11 @@ def installed_env(pycache: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}", "PYTHONPYCACHEPREFIX": str(pycache)}
 
 
-def compile_tree(env: dict[str, str]) -> None:
-    """Compile this tree's ``pipeline`` under ``env``'s bytecode prefix (:func:`installed_env`); the modules of
-    the standard library and site-packages a run imports are compiled there by that run."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "pipeline")], env=env, check=True)
+def compile_tree(env: dict[str, str], root: Path = ROOT) -> None:
+    """Compile the ``pipeline`` of the tree at ``root`` (default: this one) under ``env``'s bytecode prefix
+    (:func:`installed_env`); the modules of the standard library and site-packages a run imports are compiled
+    there by that run."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "pipeline")], env=env, check=True)
 
 
 def provenance(argv: list[str] | None = None) -> str:
