@@ -9,8 +9,8 @@ Each side is ``NAME=TREE[:VAR=VALUE,...]``: ``python -m pipeline ARGS`` runs wit
 side's own, emptied before each run. Every round runs each side once, in its own random order (seeded); the figures
 are ``_measure.measure``'s (wall, CPU and peak RSS of the process tree), medians per side with each one's ratio to
 the first side. Every side runs from compiled bytecode, as an installed package does (one private bytecode prefix,
-``_measure.installed_env``, filled by one unmeasured run of each side first): the GPU host sets
-PYTHONDONTWRITEBYTECODE, and there every run had compiled every module again, ~0.3 s of a 2 s run. Then every
+``_measure.installed_env``, filled by one unmeasured run of each side first unless ``--no-warmup``): the GPU host sets
+PYTHONDONTWRITEBYTECODE, and there every run had compiled every module again, ~0.4 s of a 2 s run. Then every
 Parquet file the last runs wrote under ``{out}`` (normalized tables and views) is compared with the first side's as
 a multiset of rows (DuckDB ``EXCEPT ALL`` both ways): a side whose rows differ is reported and the exit status is 1.
 """
@@ -80,6 +80,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-compare", action="store_true")
+    ap.add_argument(
+        "--no-warmup", action="store_true", help="no unmeasured first run (long inputs: round 0 compiles instead)"
+    )
     ap.add_argument("args", nargs=argparse.REMAINDER, help="-- then tracepipe's arguments, {out} for the output")
     a = ap.parse_args()
     args = a.args[1:] if a.args[:1] == ["--"] else a.args
@@ -100,7 +103,7 @@ def main() -> None:
         # cwd=tree: `python -m` puts it first on sys.path, ahead of PYTHONPATH (kept: a host's carried packages)
         return measure(argv, env={**installed, **env}, cwd=tree)
 
-    for side in sides:  # unmeasured: fills the bytecode prefix with what each side imports
+    for side in sides if not a.no_warmup else []:  # unmeasured: fills the bytecode prefix with what each imports
         one(*side)
     rng = random.Random(a.seed)
     for r in range(a.rounds):
