@@ -1025,6 +1025,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_cli.py", "tests/test_export_perfetto.py"),
     ),
     Mutant(
+        "launch_bound_islands_not_stretches",
+        "sql/findings.sql",
+        "    SELECT *, pos - row_number() OVER (PARTITION BY trace_id, device_id ORDER BY pos) AS run",
+        "    SELECT *, pos AS run",
+        "a stretch is a run of consecutive starved operations: a starved one's position less its rank among them",
+        ("tests/test_findings_rules.py::test_kernels_shorter_than_their_launches_fire_with_the_idle_between",),
+    ),
+    Mutant(
         "export_views_nested",
         "pipeline/export/perfetto.py",
         "con = connect(normalized, read_only=True, lazy=True)",

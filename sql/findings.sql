@@ -27,7 +27,10 @@
 --   detail      MAP(VARCHAR, DOUBLE): the rule's other numbers, name -> value (waves and slots, registers, stretches,
 --                 bytes, ranks ...)
 -- Rules, one CTE each, over inputs each read once (a view a rule reads twice would be bound twice, at every
--- connection's start: docs/benchmarks.md); the thresholds: pipeline/analyze/finding_rules.py.
+-- connection's start: docs/benchmarks.md), but gpu_op_layers: launch_bound's windows sort only its timing columns,
+-- and the path and pass of the operations in long stretches are looked up after (its every column through the
+-- windows' sorts cost 10M kernels 33 s and 8.5 GB of spill: docs/benchmarks.md); the thresholds:
+-- pipeline/analyze/finding_rules.py.
 --   layout_conversion: a layer running a convolution (class `convolution`) and layout transforms (class
 --     `layout_conversion`: cuDNN's nchwToNhwc / nhwcToNchw, transposes) that take >= layout_min_share_pct of its GPU
 --     time (layer_summary, every pass); one row per transform kernel; at stake: its whole time (a channels_last
@@ -110,9 +113,10 @@ ls AS (  -- layer_summary per trace and folded path
     FROM layer_summary
     GROUP BY ALL
 ),
-ops AS (  -- every GPU operation (kernels, copies, memsets) on its device's timeline
-    SELECT trace_id, device_id, op_kind, op_row_id, coalesce(short_name, name) AS kernel, name, path, layer, pass,
-           duration_ns, bytes, graph_node_id, launch_pid, launch_start_ns,
+ops AS (  -- every GPU operation (kernels, copies, memsets) on its device's timeline; only the columns the windows
+          -- and the starved test read (every row goes through the window's sort): the texts are joined to the few
+          -- operations of long stretches after (members)
+    SELECT trace_id, device_id, op_kind, op_row_id, duration_ns, graph_node_id,
            start_ns - max(end_ns) OVER before AS gap,
            launch_start_ns - lag(launch_start_ns) OVER timeline AS issue_ns,
            row_number() OVER timeline AS pos
@@ -235,50 +239,70 @@ occupancy AS (
     HAVING avg(duration_ns) >= any_value(th.occ_min_mean)
 ),
 -- launch_bound --------------------------------------------------------------------------------------------------
-starved AS (
-    SELECT o.*,
-           coalesce(graph_node_id IS NULL AND duration_ns < issue_ns AND gap > 0 AND gap <= th.launch_max_gap, false)
-               AS starved
+starved AS (  -- operations shorter than their issue interval after a short idle gap (never a graph replay's)
+    SELECT o.trace_id, o.device_id, o.op_kind, o.op_row_id, o.duration_ns, o.gap, o.issue_ns, o.pos
     FROM ops o, th
+    WHERE o.graph_node_id IS NULL AND o.duration_ns < o.issue_ns AND o.gap > 0 AND o.gap <= th.launch_max_gap
 ),
-runs AS (  -- a run id per maximal stretch of starved operations: the count of non-starved ones before it
-    SELECT *, sum(CASE WHEN starved THEN 0 ELSE 1 END) OVER (PARTITION BY trace_id, device_id ORDER BY pos) AS run
+members AS (  -- a maximal stretch of starved operations shares its count of operations not starved before it: a
+              -- starved one's position less its rank among the starved (a window over the starved ones only)
+    SELECT *, pos - row_number() OVER (PARTITION BY trace_id, device_id ORDER BY pos) AS run
     FROM starved
 ),
-members AS (
-    SELECT r.*, count(*) OVER s AS run_ops, row_number() OVER (s ORDER BY pos) AS run_pos,
-           string_split(coalesce(path, ''), '/') AS parts,
-           first(string_split(coalesce(path, ''), '/')) OVER (s ORDER BY pos) AS first_parts
-    FROM runs r
-    WHERE starved
-    WINDOW s AS (PARTITION BY trace_id, device_id, run)
-),
-stretch_members AS (
-    SELECT m.*,
-           -- leading path parts this operation shares with the stretch's first one
-           coalesce(list_position(list_transform(range(1, least(len(parts), len(first_parts)) + 1),
-                                                 lambda i: parts[i] = first_parts[i]), false) - 1,
-                    least(len(parts), len(first_parts))) AS shared
+long_runs AS (  -- stretches of launch_bound_min_ops or more, with their first operation
+    SELECT m.trace_id, m.device_id, m.run, min(m.pos) AS first_pos
     FROM members m, th
-    WHERE m.run_ops >= th.launch_min_ops
+    GROUP BY m.trace_id, m.device_id, m.run
+    HAVING count(*) >= any_value(th.launch_min_ops)
 ),
-stretches AS (
-    SELECT trace_id, device_id, run, count(*) AS ops, sum(duration_ns) AS busy,
-           sum(CASE WHEN run_pos > 1 THEN gap ELSE 0 END) AS idle,
-           nullif(array_to_string(any_value(first_parts)[1:min(shared)], '/'), '') AS common_path,
-           CASE WHEN count(DISTINCT pass) = 1 AND count(pass) = count(*) THEN any_value(pass) END AS pass,
-           list(duration_ns) AS durations, list(issue_ns) FILTER (run_pos > 1) AS issues
-    FROM stretch_members
+stretch_members AS (  -- their operations, with path and pass (looked up for these few, not carried through the windows)
+    SELECT m.*, r.first_pos, g.path, g.pass
+    FROM members m
+    JOIN long_runs r USING (trace_id, device_id, run)
+    JOIN gpu_op_layers g ON g.trace_id = m.trace_id AND g.op_kind = m.op_kind AND g.op_row_id = m.op_row_id
+),
+stretch_paths AS (  -- each distinct path of a stretch against the stretch's first operation's: the parts they share
+    SELECT p.trace_id, p.device_id, p.run, f.first_parts,
+           coalesce(list_position(list_transform(range(1, least(len(p.parts), len(f.first_parts)) + 1),
+                                                 lambda i: p.parts[i] = f.first_parts[i]), false) - 1,
+                    least(len(p.parts), len(f.first_parts))) AS shared
+    FROM (SELECT DISTINCT trace_id, device_id, run, string_split(coalesce(path, ''), '/') AS parts
+          FROM stretch_members) p
+    JOIN (SELECT trace_id, device_id, run, string_split(coalesce(path, ''), '/') AS first_parts
+          FROM stretch_members
+          WHERE pos = first_pos) f USING (trace_id, device_id, run)
+),
+stretch_common AS (
+    SELECT trace_id, device_id, run,
+           nullif(array_to_string(any_value(first_parts)[1:min(shared)], '/'), '') AS common_path
+    FROM stretch_paths
     GROUP BY trace_id, device_id, run
 ),
-launch_paths AS (
-    SELECT trace_id, regexp_replace(common_path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           count(*) AS stretches, sum(ops) AS launches, sum(busy)::BIGINT AS gpu_time_ns, sum(idle)::BIGINT AS idle,
-           max(ops) AS longest_stretch,
-           CASE WHEN count(DISTINCT pass) = 1 AND count(pass) = count(*) THEN any_value(pass) END AS pass,
-           list_median(flatten(list(durations))) AS median_op_ns, list_median(flatten(list(issues))) AS median_issue_ns
-    FROM stretches
+stretches AS (  -- per stretch: its operations, busy and idle time, pass, and common path folded over numbered steps
+    SELECT m.trace_id, m.device_id, m.run,
+           regexp_replace(any_value(c.common_path), '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
+           count(*) AS ops, sum(m.duration_ns) AS busy,
+           sum(CASE WHEN m.pos > m.first_pos THEN m.gap ELSE 0 END) AS idle,
+           CASE WHEN count(DISTINCT m.pass) = 1 AND count(m.pass) = count(*) THEN any_value(m.pass) END AS pass
+    FROM stretch_members m
+    JOIN stretch_common c USING (trace_id, device_id, run)
+    GROUP BY m.trace_id, m.device_id, m.run
+),
+path_medians AS (  -- the operations' durations and issue intervals (after each stretch's first), per folded path
+    SELECT m.trace_id, regexp_replace(c.common_path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
+           median(m.duration_ns) AS median_op_ns, median(m.issue_ns) FILTER (m.pos > m.first_pos) AS median_issue_ns
+    FROM stretch_members m
+    JOIN stretch_common c USING (trace_id, device_id, run)
     GROUP BY ALL
+),
+launch_paths AS (
+    SELECT s.trace_id, s.path, count(*) AS stretches, sum(s.ops) AS launches, sum(s.busy)::BIGINT AS gpu_time_ns,
+           sum(s.idle)::BIGINT AS idle, max(s.ops) AS longest_stretch,
+           CASE WHEN count(DISTINCT s.pass) = 1 AND count(s.pass) = count(*) THEN any_value(s.pass) END AS pass,
+           any_value(p.median_op_ns) AS median_op_ns, any_value(p.median_issue_ns) AS median_issue_ns
+    FROM stretches s
+    JOIN path_medians p ON p.trace_id = s.trace_id AND p.path IS NOT DISTINCT FROM s.path
+    GROUP BY s.trace_id, s.path
 ),
 launch AS (
     SELECT trace_id, 'launch_bound' AS rule, path, regexp_extract(path, '[^/]*$') AS layer, pass,
@@ -346,7 +370,7 @@ copies AS (
     SELECT o.trace_id, regexp_replace(o.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
            regexp_replace(o.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer,
            o.pass, o.name AS kernel, o.duration_ns, o.bytes, st.step
-    FROM ops o
+    FROM gpu_op_layers o
     JOIN memcpy m ON m.trace_id = o.trace_id AND m.copy_id = o.op_row_id
     JOIN steps st ON st.trace_id = o.trace_id AND st.pid = o.launch_pid
                  AND o.launch_start_ns >= st.cpu_start_ns AND o.launch_start_ns < st.cpu_end_ns
