@@ -1033,6 +1033,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_findings_rules.py::test_kernels_shorter_than_their_launches_fire_with_the_idle_between",),
     ),
     Mutant(
+        "launch_bound_median_with_first_issue",
+        "sql/findings.sql",
+        "median(m.issue_ns) FILTER (m.pos > m.first_pos) AS median_issue_ns",
+        "median(m.issue_ns) AS median_issue_ns",
+        "a stretch's median issue interval leaves out its first operation's (issued after a busy or unstarved one)",
+        ("tests/test_findings_rules.py::test_a_stretch_s_medians_leave_out_its_first_operation_s_issue_interval",),
+    ),
+    Mutant(
         "export_views_nested",
         "pipeline/export/perfetto.py",
         "con = connect(normalized, read_only=True, lazy=True)",

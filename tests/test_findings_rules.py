@@ -139,6 +139,22 @@ def test_kernels_shorter_than_their_launches_fire_with_the_idle_between(tmp_path
     assert got == [("step/model", 9, 9 * 2_000, 8 * 18_000, 1)]
 
 
+def test_a_stretch_s_medians_leave_out_its_first_operation_s_issue_interval(tmp_path: Path) -> None:
+    # 10 kernels of 2 µs; launched at 0, then 50 µs later (the stretch's first: starved, its issue interval after the
+    # busy-or-not kernel before), then 4 every 20 µs and 4 every 24 µs. The stretch is kernels 1..9; the intervals
+    # between its launches are 20 x4 and 24 x4: median 22 µs (with the first's 50 µs it would be 24).
+    t = HandTrace()
+    t.range("step", 0, 10_000_000)
+    launch = [1_000, 51_000]
+    for every in [20_000] * 4 + [24_000] * 4:
+        launch.append(launch[-1] + every)
+    for at in launch:
+        t.kernel("tiny", at + 5_000, 2_000, launch_at=at)
+    t.write(tmp_path)
+    got = rows(tmp_path, "launch_bound", "launches, detail['median_op_ns'], detail['median_issue_ns']")
+    assert got == [(9, 2_000.0, 22_000.0)]
+
+
 def test_busy_short_or_graph_replayed_stretches_do_not_fire(tmp_path: Path) -> None:
     # 30 µs kernels launched every 20 µs keep the GPU busy; 8 short kernels make a stretch of 7; a graph replay's
     # kernels were issued by one launch.
