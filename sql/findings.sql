@@ -114,8 +114,8 @@ ls AS (  -- layer_summary per trace and folded path
     GROUP BY ALL
 ),
 ops AS (  -- every GPU operation (kernels, copies, memsets) on its device's timeline; only the columns the windows
-          -- and the starved test read (every row goes through the window's sort): the texts are joined to the few
-          -- operations of long stretches after (members)
+          -- and the starved test read (every row goes through the windows' sort): the texts are looked up for the
+          -- operations of long stretches only (stretch_members)
     SELECT trace_id, device_id, op_kind, op_row_id, duration_ns, graph_node_id,
            start_ns - max(end_ns) OVER before AS gap,
            launch_start_ns - lag(launch_start_ns) OVER timeline AS issue_ns,
@@ -257,7 +257,7 @@ long_runs AS (  -- stretches of launch_bound_min_ops or more, with their first o
     GROUP BY m.trace_id, m.device_id, m.run
     HAVING count(*) >= any_value(th.launch_min_ops)
 ),
-stretch_members AS (  -- their operations, with path and pass (looked up for these few, not carried through the windows)
+stretch_members AS (  -- their operations, with path and pass (looked up for these only, not carried through the windows)
     SELECT m.*, r.first_pos, g.path, g.pass
     FROM members m
     JOIN long_runs r USING (trace_id, device_id, run)
