@@ -257,7 +257,7 @@ long_runs AS (  -- stretches of launch_bound_min_ops or more, with their first o
     GROUP BY m.trace_id, m.device_id, m.run
     HAVING count(*) >= any_value(th.launch_min_ops)
 ),
-stretch_members AS (  -- their operations, with path and pass (looked up for these only, not carried through the windows)
+stretch_members AS (  -- their operations, with path and pass (looked up for these only, not carried through windows)
     SELECT m.*, r.first_pos, g.path, g.pass
     FROM members m
     JOIN long_runs r USING (trace_id, device_id, run)
