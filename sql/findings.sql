@@ -274,15 +274,15 @@ stretch_paths AS (  -- each distinct path of a stretch against the stretch's fir
           FROM stretch_members
           WHERE pos = first_pos) f USING (trace_id, device_id, run)
 ),
-stretch_common AS (
+stretch_common AS (  -- each stretch's common path, folded over numbered steps (once a stretch, not an operation)
     SELECT trace_id, device_id, run,
-           nullif(array_to_string(any_value(first_parts)[1:min(shared)], '/'), '') AS common_path
+           regexp_replace(nullif(array_to_string(any_value(first_parts)[1:min(shared)], '/'), ''),
+                          '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path
     FROM stretch_paths
     GROUP BY trace_id, device_id, run
 ),
-stretches AS (  -- per stretch: its operations, busy and idle time, pass, and common path folded over numbered steps
-    SELECT m.trace_id, m.device_id, m.run,
-           regexp_replace(any_value(c.common_path), '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
+stretches AS (  -- per stretch: its operations, busy and idle time, pass and folded common path
+    SELECT m.trace_id, m.device_id, m.run, any_value(c.path) AS path,
            count(*) AS ops, sum(m.duration_ns) AS busy,
            sum(CASE WHEN m.pos > m.first_pos THEN m.gap ELSE 0 END) AS idle,
            CASE WHEN count(DISTINCT m.pass) = 1 AND count(m.pass) = count(*) THEN any_value(m.pass) END AS pass
@@ -291,8 +291,8 @@ stretches AS (  -- per stretch: its operations, busy and idle time, pass, and co
     GROUP BY m.trace_id, m.device_id, m.run
 ),
 path_medians AS (  -- the operations' durations and issue intervals (after each stretch's first), per folded path
-    SELECT m.trace_id, regexp_replace(c.common_path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           median(m.duration_ns) AS median_op_ns, median(m.issue_ns) FILTER (m.pos > m.first_pos) AS median_issue_ns
+    SELECT m.trace_id, c.path, median(m.duration_ns) AS median_op_ns,
+           median(m.issue_ns) FILTER (m.pos > m.first_pos) AS median_issue_ns
     FROM stretch_members m
     JOIN stretch_common c USING (trace_id, device_id, run)
     GROUP BY ALL
