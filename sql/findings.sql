@@ -3,6 +3,7 @@
 -- Inputs:  kernel_layers, gpu_op_layers, layer_summary, kernel_waves, kernel_occupancy, device_limits, memcpy,
 --          step_gpu_idle, nvtx_ranges, rank_jobs,
 --          finding_thresholds (every number the rules compare with), finding_kernel_classes (kernel families by name)
+-- Macros:  step_folded
 -- Output, one row per trace, layer path, kernel or op and rule:
 --   trace_id    VARCHAR: the trace
 --   priority    BIGINT: 1 = the most GPU time at stake in its trace
@@ -91,8 +92,8 @@ cls AS (
 -- the shared inputs, each read (and bound) once; paths and layer names folded over numbered steps
 kl AS (
     SELECT trace_id, kernel_id, device_id, name, coalesce(short_name, name) AS kernel, duration_ns, pass,
-           regexp_replace(path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           regexp_replace(layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer
+           step_folded(path) AS path,
+           step_folded(layer) AS layer
     FROM kernel_layers
 ),
 names AS (  -- each distinct kernel name classified once (the patterns are per-row values, not constants)
@@ -106,8 +107,8 @@ names AS (  -- each distinct kernel name classified once (the patterns are per-r
     FROM (SELECT DISTINCT name FROM kl) n, cls
 ),
 ls AS (  -- layer_summary per trace and folded path
-    SELECT trace_id, regexp_replace(path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           any_value(regexp_replace(layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*')) AS layer,
+    SELECT trace_id, step_folded(path) AS path,
+           any_value(step_folded(layer)) AS layer,
            sum(kernels) AS kernels, sum(gpu_time_ns) AS gpu_time_ns, sum(forward_gpu_time_ns) AS fwd,
            sum(backward_gpu_time_ns) AS bwd, sum(backward_kernels) AS bwd_kernels
     FROM layer_summary
@@ -276,8 +277,7 @@ stretch_paths AS (  -- each distinct path of a stretch against the stretch's fir
 ),
 stretch_common AS (  -- each stretch's common path, folded over numbered steps (once a stretch, not an operation)
     SELECT trace_id, device_id, run,
-           regexp_replace(nullif(array_to_string(any_value(first_parts)[1:min(shared)], '/'), ''),
-                          '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path
+           step_folded(nullif(array_to_string(any_value(first_parts)[1:min(shared)], '/'), '')) AS path
     FROM stretch_paths
     GROUP BY trace_id, device_id, run
 ),
@@ -369,8 +369,8 @@ steps AS (
     WHERE s.step > 0
 ),
 copies AS (
-    SELECT o.trace_id, regexp_replace(o.path, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2') AS path,
-           regexp_replace(o.layer, '^(ProfilerStep#|step#|step_)[0-9]+$', '\1*') AS layer,
+    SELECT o.trace_id, step_folded(o.path) AS path,
+           step_folded(o.layer) AS layer,
            o.pass, o.name AS kernel, o.duration_ns, o.bytes, st.step
     FROM gpu_op_layers o
     JOIN memcpy m ON m.trace_id = o.trace_id AND m.copy_id = o.op_row_id

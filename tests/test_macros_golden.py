@@ -1,4 +1,4 @@
-"""One golden table per table macro of sql/macros/ (tests/golden.py): the relations handed to it written inline, the
+"""One golden table per macro of sql/macros/ (tests/golden.py): the relations handed to it written inline, the
 call, and the table it must give, worked out by hand in the comments.  The views that call a macro have golden
 tables of their own; these pin the macro's rule on its own, the cases its callers meet rarely included."""
 
@@ -111,6 +111,38 @@ def test_outermost_intervals_drops_those_inside_an_earlier_one(empty: Path) -> N
         """
         kept
         a f h j
+        """,
+    )
+
+
+def test_step_folded_folds_only_a_whole_leading_step_segment(empty: Path) -> None:
+    # The three step ranges, as a path's first segment (a) or the whole text (b, c, d: a layer that is the step
+    # itself) fold to `*`; the rest of the path stays.  Not folded: a step segment that is not the first (e), one
+    # whose number runs into other text (f: `step_3x`), another prefix (g: `mystep#3`, h: `Step#3`, the case
+    # matters), a step without a number (i), and NULL (j).  Only the first segment of a path whose later segments
+    # are steps too (k).
+    expect(
+        empty,
+        """
+        SELECT k, step_folded(t) AS folded
+        FROM (VALUES ('a', 'ProfilerStep#12/model/fc'), ('b', 'ProfilerStep#7'), ('c', 'step#0'), ('d', 'step_31'),
+                     ('e', 'model/step_3'), ('f', 'step_3x/fc'), ('g', 'mystep#3/fc'), ('h', 'Step#3/fc'),
+                     ('i', 'step_/fc'), ('j', NULL), ('k', 'step_2/step_3/fc')) v(k, t)
+        ORDER BY k
+        """,
+        """
+        k | folded
+        a | ProfilerStep#*/model/fc
+        b | ProfilerStep#*
+        c | step#*
+        d | step_*
+        e | model/step_3
+        f | step_3x/fc
+        g | mystep#3/fc
+        h | Step#3/fc
+        i | step_/fc
+        j | NULL
+        k | step_*/step_3/fc
         """,
     )
 

@@ -35,8 +35,8 @@ COMPARE = {p.stem: p for p in sorted((SQL_DIR / "compare").glob("*.sql"))}
 
 @dataclass
 class Reads:
-    """What a statement reads: base tables by name, CTE names, and the table functions (macros) it calls with
-    their arguments that are bare names (a table or CTE handed to a macro)."""
+    """What a statement reads: base tables by name, CTE names, and the functions (macros) it calls, a table
+    function with its arguments that are bare names (a table or CTE handed to a macro)."""
 
     tables: set[str] = field(default_factory=set)
     ctes: set[str] = field(default_factory=set)
@@ -47,6 +47,8 @@ def _walk(node: object, reads: Reads) -> None:
     if isinstance(node, dict):
         if node.get("type") == "BASE_TABLE" and "table_name" in node:
             reads.tables.add(node["table_name"])
+        if node.get("class") == "FUNCTION" and "function_name" in node:  # a scalar call: a scalar macro's
+            reads.calls.setdefault(node["function_name"], set())
         if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
             fn = node["function"]
             names = reads.calls.setdefault(fn["function_name"], set())
@@ -89,8 +91,12 @@ def macros_called(sql: str) -> set[str]:
 
 
 def macro_select(path: Path) -> str:
-    """The SELECT of a ``CREATE OR REPLACE MACRO name(...) AS TABLE <select>`` file."""
-    return re.split(r"\bAS\s+TABLE\b", _body(path), maxsplit=1, flags=re.IGNORECASE)[1]
+    """The SELECT of a ``CREATE OR REPLACE MACRO name(...) AS TABLE <select>`` file; of a scalar macro's
+    (``... AS <expression>``), ``SELECT <expression>``."""
+    body = _body(path)
+    if len(parts := re.split(r"\bAS\s+TABLE\b", body, maxsplit=1, flags=re.IGNORECASE)) == 2:
+        return parts[1]
+    return "SELECT " + re.split(r"\)\s+AS\s+", body, maxsplit=1, flags=re.IGNORECASE)[1]
 
 
 @pytest.mark.parametrize("name", sorted(view_files()))

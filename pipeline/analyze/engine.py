@@ -3,7 +3,7 @@ view registered.
 
 Python only wires things up: each normalized table becomes a view over its Parquet files (an empty, correctly
 typed view when no trace has it), small Python-made tables (per-architecture limits, ``catalog.PY_TABLES``) are
-registered, the table macros of ``sql/macros/`` are created, and each file in ``sql/`` defines the view named like
+registered, the macros of ``sql/macros/`` are created, and each file in ``sql/`` defines the view named like
 the file, created after the views its ``-- Inputs:`` header names (``pipeline.analyze.views``). DuckDB's memory
 limit is sized to the input and its spill folder is private. Writing the views to files is
 ``pipeline.analyze.write``.
@@ -111,7 +111,7 @@ def defined_views(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def create_macros(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, names: set[str] | None = None) -> None:
-    """Create (or replace) the table macros of ``sql/macros/`` (or only ``names``): before the views that call them,
+    """Create (or replace) the macros of ``sql/macros/`` (or only ``names``): before the views that call them,
     as creating a view binds its body, and after the tables a macro reads by name (creating it binds its body)."""
     for name, path in macro_files(sql_dir).items():
         if names is None or name in names:

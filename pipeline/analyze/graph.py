@@ -137,8 +137,9 @@ def as_markdown(graph: ViewGraph, sql_dir: Path = SQL_DIR) -> str:
         "",
         "## Macros",
         "",
-        "The table macros of `sql/macros/`, created before the views: each interval idiom written once, with its",
-        "rule in its header and a golden table of its own (`tests/test_macros_golden.py`).",
+        "The macros of `sql/macros/`, created before the views: each idiom the views share (the interval joins, the",
+        "GPU operations of every kind, a path folded over steps) written once, with its rule in its header and a",
+        "golden table of its own (`tests/test_macros_golden.py`).",
         "",
     ]
     for macro, path in macro_files(sql_dir).items():

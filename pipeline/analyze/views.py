@@ -1,5 +1,5 @@
 """The views of ``sql/``: one file a view, named like the view, whose header comment says what it reads and
-returns; and the table macros of ``sql/macros/`` they share (one file a macro).
+returns; and the macros of ``sql/macros/`` they share (one file a macro).
 
 Each view file opens with ``-- <view>: <what it answers>``, an ``-- Inputs:`` line naming every table and view its
 body reads, a ``-- Macros:`` line naming the macros it calls (when it calls any), and an ``-- Output`` block
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pipeline.catalog import SQL_DIR, is_public
 
-#: The folder of ``sql/`` holding the table macros, created on every connection before the views.
+#: The folder of ``sql/`` holding the macros, created on every connection before the views.
 MACRO_DIR = "macros"
 
 
@@ -30,7 +30,8 @@ def view_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
 
 
 def macro_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
-    """The table macros: ``sql/macros/<macro>.sql``, each a ``CREATE OR REPLACE MACRO <macro>(...)`` statement."""
+    """The macros: ``sql/macros/<macro>.sql``, each a ``CREATE OR REPLACE MACRO <macro>(...)`` statement (a table
+    macro, ``AS TABLE``, or a scalar one)."""
     return {p.stem: p for p in sorted((sql_dir / MACRO_DIR).glob("*.sql"))}
 
 

@@ -1,0 +1,13 @@
+-- step_folded: a layer path or a range's text with its leading numbered training step written as `*`
+-- (`ProfilerStep#12/model/fc` -> `ProfilerStep#*/model/fc`, `step_3` -> `step_*`), so that a layer reads the same in
+-- every step.
+-- Inputs:  (none: the text comes as a parameter)
+-- Parameters:
+--   text       VARCHAR: a path (range texts outermost -> innermost joined by '/') or one range's text
+-- Output: VARCHAR: the text with a first segment `ProfilerStep#<n>`, `step#<n>` or `step_<n>` written
+--   `ProfilerStep#*`, `step#*`, `step_*`; any other text as it is (NULL stays NULL)
+-- Rule: only the first segment, and only a whole one (up to '/' or the end), of the step ranges PyTorch's profiler
+-- (`ProfilerStep#<n>`) and the usual training loops (`step#<n>`, `step_<n>`) open: `step_3x/fc` and `model/step_3`
+-- stay as they are. The findings rules group a layer's work over steps by it (report/build.py's STEP_PREFIX is the
+-- same pattern).
+CREATE OR REPLACE MACRO step_folded(text) AS regexp_replace(text, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2')
