@@ -419,7 +419,8 @@ def _findings_html(findings: pl.DataFrame | None) -> str:
     )
 
 
-#: a leading numbered step range, folded to `<name>*` where a layer's steps are summed (as sql/findings.sql does)
+#: a leading numbered step range, folded to `<name>*` where a layer's steps are summed: the rule of
+#: sql/macros/step_folded.sql, which the findings fold paths with
 STEP_PREFIX = r"^(ProfilerStep#|step#|step_)[0-9]+(/|$)"
 
 PASS_COLS = [
