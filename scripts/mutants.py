@@ -734,20 +734,20 @@ MUTANTS: list[Mutant] = [
         (MACROS,),
     ),
     Mutant(
-        "step_folded_any_segment",
-        "sql/macros/step_folded.sql",
-        "'^(ProfilerStep#|step#|step_)[0-9]+(/|$)'",
-        "'(ProfilerStep#|step#|step_)[0-9]+(/|$)'",
-        "only a path's first segment is its step: a later `step_3` is a layer's own name",
-        (MACROS,),
-    ),
-    Mutant(
         "outermost_touching_ignored",
         "sql/macros/outermost_intervals.sql",
         "prev_end < CASE WHEN touching THEN start_ns ELSE end_ns END",
         "prev_end < end_ns",
         "touching: an interval starting at or before an earlier one's end is inside it (a compiled graph's "
         "statement ops in no other)",
+        (MACROS,),
+    ),
+    Mutant(
+        "step_folded_any_segment",
+        "sql/macros/step_folded.sql",
+        "'^(ProfilerStep#|step#|step_)[0-9]+(/|$)'",
+        "'(ProfilerStep#|step#|step_)[0-9]+(/|$)'",
+        "only a path's first segment is its step: a later `step_3` is a layer's own name",
         (MACROS,),
     ),
     Mutant(
