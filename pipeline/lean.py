@@ -207,6 +207,14 @@ def duckdb_threads(rows: int | None = None, memory_limit: int | None = None) -> 
     return n
 
 
+def threads_within(memory_limit: int, threads: int) -> int:
+    """Of ``threads`` DuckDB threads, as many as a memory limit of ``memory_limit`` bytes leaves
+    :data:`MEMORY_PER_THREAD` each (at least 1); TRACEPIPE_THREADS, when set, is kept as it is."""
+    if THREADS_ENV in os.environ:
+        return threads
+    return min(threads, max(1, memory_limit // MEMORY_PER_THREAD))
+
+
 #: Environment variable Arrow sizes its CPU pool by when it starts (a fresh interpreter: the nsys kernel writer).
 ARROW_THREADS_ENV = "OMP_NUM_THREADS"
 

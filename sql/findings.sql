@@ -1,5 +1,7 @@
 -- findings: what to fix in which layer, ranked by the GPU time at stake: one row per trace, layer path, kernel or op
 -- and rule, with the evidence in numbers and a one-line fix.
+-- analyze: spills (its memory goes to sorts, windows and aggregates: on big inputs it runs under 3/4 of DuckDB's
+--          limit; 10M kernels: 16.9 -> 19.7 s, 2,124 -> 1,794 MB: docs/benchmarks.md, spill_share_44.txt)
 -- Inputs:  kernel_layers, gpu_op_layers, layer_summary, kernel_waves, kernel_occupancy, device_limits, memcpy,
 --          step_gpu_idle, nvtx_ranges, rank_jobs,
 --          finding_thresholds (every number the rules compare with), finding_kernel_classes (kernel families by name)

@@ -1,5 +1,7 @@
 -- layer_kernel_summary: per layer path and kernel launch shape, what the report's kernel table shows: duration
 -- statistics, waves and tail, estimated occupancy and, where ncu ran, ncu's measured achieved occupancy.
+-- analyze: spills (its memory goes to aggregates and their medians: on big inputs it runs under 3/4 of DuckDB's
+--          limit; 10M kernels: 6.8 -> 6.4 s, 1,984 -> 1,593 MB: docs/benchmarks.md, spill_share_44.txt)
 -- Inputs:  kernel_layers, kernel_occupancy, kernel_waves, ncu_kernel_match, ncu_kernel_metrics
 -- Output, one row per trace, path, short_name, grid and block:
 --   trace_id                      VARCHAR: the trace

@@ -1,5 +1,7 @@
 -- step_gpu_idle: GPU busy, idle and launch-gap time per training/inference step, as HTA's temporal and idle-time
 -- breakdowns give them, one row per trace, step and device.
+-- analyze: spills (its memory goes to the window over every operation: on big inputs it runs under 3/4 of
+--          DuckDB's limit; 10M kernels: 1.7 -> 2.4 s, 1,988 -> 1,568 MB: docs/benchmarks.md, spill_share_44.txt)
 -- Inputs:  _step_windows, _window_ops
 -- Output, one row per trace, step and device the step launched work on:
 --   trace_id         VARCHAR: the trace

@@ -183,6 +183,59 @@ def test_a_staged_view_is_computed_once_on_its_own_even_with_one_reader(tmp_path
     assert {"gpu_op_launches", "launch_point_layers"} <= set(_views_to_write(["gpu_op_attribution"], SQL_DIR))
 
 
+def test_a_view_that_spills_runs_under_part_of_the_memory_limit_on_big_inputs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Through Parquet (big inputs) a view whose header says ``-- analyze: spills`` is computed under 3/4 of the
+    connection's memory limit, with no more DuckDB threads than leave 128 MiB each of it, the views after it under
+    the whole limit and threads again, and the connection keeps them; in memory (small inputs) every view runs
+    under the whole limit. Each view writes the limit and threads DuckDB reports while it runs; the expected limits
+    are DuckDB's own texts for those byte counts."""
+    from pipeline import lean
+    from pipeline.analyze import SPILLS
+
+    monkeypatch.setattr(lean, "cores", lambda: 16)
+    monkeypatch.delenv(lean.THREADS_ENV, raising=False)
+    monkeypatch.setenv("TRACEPIPE_MEMORY_LIMIT", "300000000")  # 2 threads of 128 MiB; 3/4 of it leaves room for 1
+    norm = tmp_path / "n"
+    normalize_file(TRAIN / "nsys.sqlite.gz", norm, trace_id="train")
+    sql_dir = tmp_path / "sql"
+    sql_dir.mkdir()
+    select = "SELECT current_setting('memory_limit') AS memory_limit, current_setting('threads') AS threads"
+    select += " FROM kernels"
+    (sql_dir / "spilling.sql").write_text(f"-- spilling\n{SPILLS} (a sort)\n-- Inputs:  kernels\n{select} LIMIT 1\n")
+    (sql_dir / "after.sql").write_text(f"-- after\n-- Inputs:  kernels, spilling\n{select}, spilling LIMIT 1\n")
+    reported = duckdb.connect()
+
+    def duckdb_text(limit: int) -> str:
+        reported.execute(f"SET memory_limit = '{limit}B'")
+        return reported.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+    whole, part = (duckdb_text(300_000_000), 2), (duckdb_text(225_000_000), 1)
+    for in_memory in (False, True):
+        con = connect(norm, sql_dir=sql_dir, views=[])
+        out = tmp_path / f"out_{in_memory}"
+        write_views(con, out, ["spilling", "after"], ("parquet",), sql_dir=sql_dir, in_memory=in_memory)
+        got = {v: _settings(out / f"{v}.parquet") for v in ("spilling", "after")}
+        if in_memory:  # (its views run side by side, on cursors of a thread or so each: only the limit is asserted)
+            assert {v: limit for v, (limit, _) in got.items()} == {"spilling": whole[0], "after": whole[0]}
+        else:
+            assert got == {"spilling": part, "after": whole}
+        assert _settings_of(con) == whole
+    con = connect(norm, sql_dir=sql_dir, views=[])  # the spilling view last: the whole limit back after it
+    write_views(con, tmp_path / "last", ["spilling"], ("parquet",), sql_dir=sql_dir, in_memory=False)
+    assert _settings(tmp_path / "last" / "spilling.parquet") == part
+    assert _settings_of(con) == whole
+
+
+def _settings(path: Path) -> tuple[str, int]:
+    return duckdb.execute("SELECT memory_limit, threads FROM read_parquet($p)", {"p": str(path)}).fetchone()
+
+
+def _settings_of(con: duckdb.DuckDBPyConnection) -> tuple[str, int]:
+    return con.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchone()
+
+
 def test_duckdb_threads_follow_the_row_groups_there_are_to_scan(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

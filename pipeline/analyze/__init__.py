@@ -40,6 +40,7 @@ from pipeline.analyze.readonly import (
 )
 from pipeline.analyze.views import (
     ON_REQUEST,
+    SPILLS,
     STAGED,
     Column,
     _body,
@@ -78,6 +79,7 @@ __all__ = [
     "PY_TABLES",
     "READ_ONLY_STATEMENTS",
     "SIZE_TABLES",
+    "SPILLS",
     "SQL_DIR",
     "STAGED",
     "Column",

@@ -92,6 +92,23 @@ def register_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -
     _REGISTERED.setdefault(con, {})[name] = table
 
 
+#: DuckDB's memory limit of each connection :func:`connect` made, in bytes (DuckDB reports it rounded: "1.4 GiB").
+_LIMITS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, int] = weakref.WeakKeyDictionary()
+
+
+def memory_limit(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The memory limit :func:`connect` gave ``con``, in bytes (None: a connection it did not make)."""
+    return _LIMITS.get(con)
+
+
+def set_memory_limit(con: duckdb.DuckDBPyConnection, limit: int, threads: int | None = None) -> None:
+    """DuckDB's memory limit, for every connection and cursor of ``con``'s database, now ``limit`` bytes (and its
+    threads ``threads``, unless None)."""
+    con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+    if threads is not None:
+        con.execute("SET threads = $n", {"n": threads})
+
+
 def cursor_of(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """A cursor of ``con`` (another connection to its database, for another thread) that sees what ``con``
     sees: the database's tables and views, and the Arrow tables registered on ``con`` (registered again;
@@ -220,6 +237,8 @@ def connect(
         (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
         limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)
         con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+    if limit is not None:
+        _LIMITS[con] = limit
     # No more threads than the biggest tables have row groups to scan, nor than the memory limit has room for
     # (lean.duckdb_threads)
     rows = max(ops, table_rows(con, ("api_calls",)))

@@ -38,10 +38,12 @@ def macro_files(sql_dir: Path = SQL_DIR) -> dict[str, Path]:
 #: Header lines that change how `analyze` treats a view: written only when asked for by name; computed into its
 #: own result even when only one view reads it; never computed into a result of its own, even when several views
 #: read it (each computes it: a scan and a filter of a big input cost less twice than written once and read back).
-#: See ``write._views_to_write``.
+#: See ``write._views_to_write``. And on big inputs computed under part of DuckDB's memory limit, as its memory goes
+#: to operators that spill to disk in order (sorts, windows, aggregates): ``write.SPILL_SHARE``.
 ON_REQUEST = "-- analyze: on request"
 STAGED = "-- analyze: staged"
 INLINE = "-- analyze: inline"
+SPILLS = "-- analyze: spills"
 
 
 def default_views(sql_dir: Path = SQL_DIR) -> list[str]:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.analyze.engine import cursor_of, defined_views, table_rows
+from pipeline.analyze.engine import cursor_of, defined_views, memory_limit, set_memory_limit, table_rows
 from pipeline.analyze.scratch import copy_view, read_back
-from pipeline.analyze.views import _body, computed_once, needed_views, view_files, view_inputs
+from pipeline.analyze.views import SPILLS, _body, computed_once, needed_views, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
-from pipeline.lean import cores
+from pipeline.lean import cores, threads_within
 from pipeline.outputs import output_folder
 
 
@@ -51,6 +51,16 @@ IN_MEMORY_ROWS = 100_000
 IN_MEMORY_ROWS_ONE_AT_A_TIME = 50_000
 #: The tables whose rows set the size of the per-kernel and per-range views.
 SIZE_TABLES = ("kernels", "memcpy", "memset", "nvtx_ranges", "ncu_kernels")
+
+
+#: On big inputs (the Parquet path) a view whose header says ``-- analyze: spills`` is computed under this share of
+#: DuckDB's memory limit. The limit is sized for the biggest hash join (``engine.MEMORY_PER_GPU_OP``), which below
+#: it re-reads its spilled probe rows at ~10x the time; these views' memory goes to sorts, windows and aggregates,
+#: which spill in order, and they had held the process's peak: on the 10M-kernel export (11 threads, 2-core VM)
+#: findings 2,124 MB, step_gpu_idle 1,988, layer_kernel_summary 1,984, each with DuckDB at its 1.6 GB limit. At
+#: this share analyze's peak went 2,197 -> 1,894 MB on the 16-core GPU host at 0.99x its wall (2,138 -> 1,835 MB
+#: for 1.06x locally), the same rows (benchmarks/results/spill_share_44.txt).
+SPILL_SHARE = 0.75
 
 
 def in_memory_rows(side_by_side: bool) -> int:
@@ -112,6 +122,7 @@ def write_views(
     to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
     if in_memory and side_by_side:
         return _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
+    limits = _Limits(con)
     try:
         for view in order:
             sql = _body(files[view])
@@ -132,6 +143,7 @@ def write_views(
                 if view not in have:
                     con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
                 if written is None:
+                    limits.set(SPILLS in files[view].read_text())
                     written = copy_view(con, view, parquet, "parquet")
                 if not wanted:
                     scratch[view] = parquet
@@ -146,10 +158,32 @@ def write_views(
             if done is not None:
                 done(view)
     finally:
+        limits.set(spills=False)
         for view, path in scratch.items():  # back to its SQL: the connection stays usable
             con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
             path.unlink(missing_ok=True)
     return rows
+
+
+class _Limits:
+    """DuckDB's memory limit and threads for each view computed through Parquet: the connection's own, or for a view
+    that spills :data:`SPILL_SHARE` of its limit and as many threads as that leaves their share
+    (``lean.threads_within``). A connection ``engine.connect`` did not make keeps its settings. Set only when they
+    change: a SET flushes DuckDB's allocator, whose pages the next statement would fault in again
+    (benchmarks/results/device_44_release_memory_h100.txt)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con, self.full = con, memory_limit(con)
+        self.threads = self.threads_now = int(con.execute("SELECT current_setting('threads')").fetchone()[0])
+        self.spilling = False
+
+    def set(self, spills: bool) -> None:
+        if self.full is None or spills == self.spilling:
+            return
+        limit = int(self.full * SPILL_SHARE) if spills else self.full
+        threads = threads_within(limit, self.threads) if spills else self.threads
+        set_memory_limit(self.con, limit, threads if threads != self.threads_now else None)
+        self.spilling, self.threads_now = spills, threads
 
 
 def view_workers() -> int:
