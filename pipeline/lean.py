@@ -203,7 +203,7 @@ def duckdb_threads(rows: int | None = None, memory_limit: int | None = None) -> 
     if rows is not None:
         n = min(n, max(2, -(-rows // ROWS_PER_THREAD)))
     if memory_limit is not None:
-        n = min(n, max(1, memory_limit // MEMORY_PER_THREAD))
+        n = threads_within(memory_limit, n)
     return n
 
 

@@ -987,8 +987,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "threads_past_memory_limit",
         "pipeline/lean.py",
-        "        n = min(n, max(1, memory_limit // MEMORY_PER_THREAD))",
-        "        pass",
+        "    return min(threads, max(1, memory_limit // MEMORY_PER_THREAD))",
+        "    return threads",
         "no more DuckDB threads than the memory limit has 128 MiB for",
         ("tests/test_analyze_write.py::test_duckdb_threads_leave_each_thread_its_share_of_the_memory_limit",),
     ),
