@@ -236,7 +236,7 @@ def connect(
     else:  # DuckDB's own default until here: 80% of the machine's memory
         (duckdb_default,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
         limit = default_memory_limit(ops, parse_size(duckdb_default) or MEMORY_FLOOR)
-        con.execute("SET memory_limit = $limit", {"limit": f"{limit}B"})
+        set_memory_limit(con, limit)
     if limit is not None:
         _LIMITS[con] = limit
     # No more threads than the biggest tables have row groups to scan, nor than the memory limit has room for

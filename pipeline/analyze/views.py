@@ -56,7 +56,8 @@ def default_views(sql_dir: Path = SQL_DIR) -> list[str]:
 
 
 def _body(path: Path) -> str:
-    """The SELECT of a view file (its header comment and any trailing ';' removed)."""
+    """The SELECT of a view file, its header comment kept (DuckDB reads it as a comment; write_views reads its
+    ``-- analyze:`` lines there), any trailing ';' removed."""
     return path.read_text().strip().rstrip(";")
 
 

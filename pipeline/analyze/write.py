@@ -143,7 +143,7 @@ def write_views(
                 if view not in have:
                     con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
                 if written is None:
-                    limits.set(SPILLS in files[view].read_text())
+                    limits.set(SPILLS in sql)
                     written = copy_view(con, view, parquet, "parquet")
                 if not wanted:
                     scratch[view] = parquet
