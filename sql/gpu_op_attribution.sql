@@ -3,6 +3,10 @@
 -- Plan: narrow rows, so that the joins and the Parquet writer do not spill against each other on big traces; the
 -- rules are in its two inputs, each computed once into a file of its own (gpu_op_launches, read by two views;
 -- launch_point_layers, staged): docs/benchmarks.md, gpu_op_attribution.txt and gpu_op_attribution_staged.txt.
+-- analyze: staged (computed into a file of its own on big inputs when only gpu_op_layers reads it, as when all views
+--          are written: inlined there, its joins held DuckDB's memory with gpu_op_layers' own; the three views of
+--          kernel_layers, layer_summary and layer_timeline over 231k kernels peaked at 479 -> 399 MB on 2 cores:
+--          docs/benchmarks.md, staged_attribution_44.txt)
 -- Inputs:  gpu_op_launches, launch_point_layers, nvtx_paths, ops
 -- Output, one row per GPU operation:
 --   trace_id        VARCHAR: the trace
