@@ -843,8 +843,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "launch_bound_counts_the_gap_before",
         "sql/findings.sql",
-        "sum(CASE WHEN m.pos > m.first_pos THEN m.gap ELSE 0 END) AS idle",
-        "sum(m.gap) AS idle",
+        "sum(CASE WHEN pos > first_pos THEN gap ELSE 0 END) AS idle",
+        "sum(gap) AS idle",
         "only the idle between a stretch's operations is at stake, not the gap before its first",
         (RULES + "::test_kernels_shorter_than_their_launches_fire_with_the_idle_between",),
     ),
@@ -1067,9 +1067,17 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "launch_bound_median_with_first_issue",
         "sql/findings.sql",
-        "median(m.issue_ns) FILTER (m.pos > m.first_pos) AS median_issue_ns",
-        "median(m.issue_ns) AS median_issue_ns",
+        "median(issue_ns) FILTER (pos > first_pos) AS median_issue_ns",
+        "median(issue_ns) AS median_issue_ns",
         "a stretch's median issue interval leaves out its first operation's (issued after a busy or unstarved one)",
+        ("tests/test_findings_rules.py::test_a_stretch_s_medians_leave_out_its_first_operation_s_issue_interval",),
+    ),
+    Mutant(
+        "launch_bound_common_path_not_the_first_s",
+        "sql/findings.sql",
+        "JOIN stretch_paths f ON f.first AND",
+        "JOIN stretch_paths f ON NOT f.first AND",
+        "a stretch's path is the part every operation's path shares with its first operation's",
         ("tests/test_findings_rules.py::test_a_stretch_s_medians_leave_out_its_first_operation_s_issue_interval",),
     ),
     Mutant(

@@ -266,38 +266,40 @@ stretch_members AS (  -- their operations, with path and pass (looked up for the
     JOIN long_runs r USING (trace_id, device_id, run)
     JOIN gpu_op_layers g ON g.trace_id = m.trace_id AND g.op_kind = m.op_kind AND g.op_row_id = m.op_row_id
 ),
-stretch_paths AS (  -- each distinct path of a stretch against the stretch's first operation's: the parts they share
-    SELECT p.trace_id, p.device_id, p.run, f.first_parts,
-           coalesce(list_position(list_transform(range(1, least(len(p.parts), len(f.first_parts)) + 1),
-                                                 lambda i: p.parts[i] = f.first_parts[i]), false) - 1,
-                    least(len(p.parts), len(f.first_parts))) AS shared
-    FROM (SELECT DISTINCT trace_id, device_id, run, string_split(coalesce(path, ''), '/') AS parts
-          FROM stretch_members) p
-    JOIN (SELECT trace_id, device_id, run, string_split(coalesce(path, ''), '/') AS first_parts
-          FROM stretch_members
-          WHERE pos = first_pos) f USING (trace_id, device_id, run)
+stretch_paths AS (  -- each distinct path of a stretch, split once, and whether the stretch's first operation has it
+    SELECT trace_id, device_id, run, string_split(coalesce(path, ''), '/') AS parts, bool_or(pos = first_pos) AS first
+    FROM stretch_members
+    GROUP BY trace_id, device_id, run, path
 ),
-stretch_common AS (  -- each stretch's common path, folded over numbered steps (once a stretch, not an operation)
-    SELECT trace_id, device_id, run,
-           step_folded(nullif(array_to_string(any_value(first_parts)[1:min(shared)], '/'), '')) AS path
-    FROM stretch_paths
-    GROUP BY trace_id, device_id, run
+stretch_common AS (  -- each stretch's common path: the parts all its paths share with its first operation's, folded
+                     -- over numbered steps (once a stretch, not an operation)
+    SELECT p.trace_id, p.device_id, p.run,
+           step_folded(nullif(array_to_string(any_value(f.parts)[1:min(
+               coalesce(list_position(list_transform(range(1, least(len(p.parts), len(f.parts)) + 1),
+                                                     lambda i: p.parts[i] = f.parts[i]), false) - 1,
+                        least(len(p.parts), len(f.parts))))], '/'), '')) AS path
+    FROM stretch_paths p
+    JOIN stretch_paths f ON f.first AND f.trace_id = p.trace_id AND f.device_id = p.device_id AND f.run = p.run
+    GROUP BY p.trace_id, p.device_id, p.run
+),
+stretch_ops AS (  -- the stretches' operations, each with its stretch's common path
+    SELECT m.*, c.path AS common_path
+    FROM stretch_members m
+    JOIN stretch_common c USING (trace_id, device_id, run)
 ),
 stretches AS (  -- per stretch: its operations, busy and idle time, pass and folded common path
-    SELECT m.trace_id, m.device_id, m.run, any_value(c.path) AS path,
-           count(*) AS ops, sum(m.duration_ns) AS busy,
-           sum(CASE WHEN m.pos > m.first_pos THEN m.gap ELSE 0 END) AS idle,
-           CASE WHEN count(DISTINCT m.pass) = 1 AND count(m.pass) = count(*) THEN any_value(m.pass) END AS pass
-    FROM stretch_members m
-    JOIN stretch_common c USING (trace_id, device_id, run)
-    GROUP BY m.trace_id, m.device_id, m.run
+    SELECT trace_id, device_id, run, any_value(common_path) AS path,
+           count(*) AS ops, sum(duration_ns) AS busy,
+           sum(CASE WHEN pos > first_pos THEN gap ELSE 0 END) AS idle,
+           CASE WHEN count(DISTINCT pass) = 1 AND count(pass) = count(*) THEN any_value(pass) END AS pass
+    FROM stretch_ops
+    GROUP BY trace_id, device_id, run
 ),
 path_medians AS (  -- the operations' durations and issue intervals (after each stretch's first), per folded path
-    SELECT m.trace_id, c.path, median(m.duration_ns) AS median_op_ns,
-           median(m.issue_ns) FILTER (m.pos > m.first_pos) AS median_issue_ns
-    FROM stretch_members m
-    JOIN stretch_common c USING (trace_id, device_id, run)
-    GROUP BY ALL
+    SELECT trace_id, common_path AS path, median(duration_ns) AS median_op_ns,
+           median(issue_ns) FILTER (pos > first_pos) AS median_issue_ns
+    FROM stretch_ops
+    GROUP BY trace_id, common_path
 ),
 launch_paths AS (
     SELECT s.trace_id, s.path, count(*) AS stretches, sum(s.ops) AS launches, sum(s.busy)::BIGINT AS gpu_time_ns,
