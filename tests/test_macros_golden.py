@@ -147,6 +147,38 @@ def test_step_folded_folds_only_a_whole_leading_step_segment(empty: Path) -> Non
     )
 
 
+#: The texts of the step_folded golden test above.
+STEP_TEXTS = [
+    "ProfilerStep#12/model/fc",
+    "ProfilerStep#7",
+    "step#0",
+    "step_31",
+    "model/step_3",
+    "step_3x/fc",
+    "mystep#3/fc",
+    "Step#3/fc",
+    "step_/fc",
+    None,
+    "step_2/step_3/fc",
+]
+
+
+def test_the_report_folds_step_paths_as_the_macro_does() -> None:
+    # report/build.py folds layer_summary's paths in polars with the pattern it reads from the macro's file: on the
+    # golden texts above polars' fold equals DuckDB's step_folded, text for text.
+    import duckdb
+    import polars as pl
+
+    from pipeline.analyze.engine import create_macros
+    from pipeline.report.build import step_prefix
+
+    con = duckdb.connect()
+    create_macros(con, names={"step_folded"})
+    sql = [con.execute("SELECT step_folded($t)", {"t": t}).fetchone()[0] for t in STEP_TEXTS]
+    assert sql[0] == "ProfilerStep#*/model/fc" and sql[5] == "step_3x/fc"  # the macro folds (see the golden test)
+    assert pl.Series(STEP_TEXTS, dtype=pl.String).str.replace(step_prefix(), "${1}*${2}").to_list() == sql
+
+
 def test_gpu_ops_projects_each_kind_into_the_columns_of_kernels(tmp_path: Path) -> None:
     # One kernel, one 3000-byte host-to-device copy, one memset of 4000 bytes: each with its own id as op_row_id,
     # the copy and the memset named as nsys names them, the copy's direction as copy_kind; a kernel-only column

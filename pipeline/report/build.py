@@ -21,6 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import console
+from pipeline.catalog import SQL_DIR
 from pipeline.outputs import output_folder, refuse_inside_normalized, writing
 from pipeline.report import EMBEDDED_FIGURES, detail, tables
 from pipeline.report.data import Views, load
@@ -419,9 +420,14 @@ def _findings_html(findings: pl.DataFrame | None) -> str:
     )
 
 
-#: a leading numbered step range, folded to `<name>*` where a layer's steps are summed: the rule of
-#: sql/macros/step_folded.sql, which the findings fold paths with
-STEP_PREFIX = r"^(ProfilerStep#|step#|step_)[0-9]+(/|$)"
+def step_prefix() -> str:
+    """The pattern of a leading numbered step range, folded to `<name>*` where a layer's steps are summed: read from
+    sql/macros/step_folded.sql, the macro the findings fold paths with, so that the report folds as they do."""
+    macro = (SQL_DIR / "macros" / "step_folded.sql").read_text()
+    found = re.search(r"regexp_replace\(text, '([^']+)'", macro)
+    assert found is not None, "sql/macros/step_folded.sql: no regexp_replace(text, '<pattern>', ...)"
+    return found.group(1)
+
 
 PASS_COLS = [
     Col("trace_id", "trace"),
@@ -454,7 +460,7 @@ def _passes_html(views: Views) -> str:
     top = (
         s.filter(pl.col("trace_id").is_in(training["trace_id"].to_list()))
         # the layer in every step as one row, as the findings fold them: ProfilerStep#7/fc -> ProfilerStep#*/fc
-        .with_columns(pl.col("path").fill_null(tables.OUTSIDE).str.replace(STEP_PREFIX, "${1}*${2}"))
+        .with_columns(pl.col("path").fill_null(tables.OUTSIDE).str.replace(step_prefix(), "${1}*${2}"))
         .group_by("trace_id", "path")
         .agg(pl.col("gpu_time_ns").sum(), *(pl.col(c).sum() for c in cols))
         .sort(["trace_id", "gpu_time_ns", "path"], descending=[False, True, False])

@@ -8,6 +8,6 @@
 --   `ProfilerStep#*`, `step#*`, `step_*`; any other text as it is (NULL stays NULL)
 -- Rule: only the first segment, and only a whole one (up to '/' or the end), of the step ranges PyTorch's profiler
 -- (`ProfilerStep#<n>`) and the usual training loops (`step#<n>`, `step_<n>`) open: `step_3x/fc` and `model/step_3`
--- stay as they are. The findings rules group a layer's work over steps by it (report/build.py's STEP_PREFIX is the
--- same pattern).
+-- stay as they are. The findings rules group a layer's work over steps by it; the report's polars fold reads its
+-- pattern from this file (report/build.py's step_prefix).
 CREATE OR REPLACE MACRO step_folded(text) AS regexp_replace(text, '^(ProfilerStep#|step#|step_)[0-9]+(/|$)', '\1*\2')
