@@ -181,9 +181,6 @@ def test_a_staged_view_is_computed_once_on_its_own_even_with_one_reader(tmp_path
     assert _views_to_write(["top"], tmp_path, staged=False) == ["two_readers", "top"]  # in memory: small inputs
     # the attribution: its rules' half (one reader) staged, the launches (two readers) computed once
     assert {"gpu_op_launches", "launch_point_layers"} <= set(_views_to_write(["gpu_op_attribution"], SQL_DIR))
-    # and the attribution itself where only gpu_op_layers reads it (the views nsys stats answers), not in memory
-    assert "gpu_op_attribution" in _views_to_write(["kernel_layers", "layer_summary"], SQL_DIR)
-    assert "gpu_op_attribution" not in _views_to_write(["kernel_layers", "layer_summary"], SQL_DIR, staged=False)
 
 
 def test_a_view_that_spills_runs_under_part_of_the_memory_limit_on_big_inputs(
