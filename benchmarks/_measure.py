@@ -150,7 +150,6 @@ def measure(
 ) -> Measurement:
     """Run ``argv`` to completion and measure it (stdout kept, stderr passed through); raises
     ``subprocess.CalledProcessError`` when it fails, so a broken side never yields a ratio."""
-    own_peak = own_peak_rss_bytes()  # what a child's ru_maxrss may have inherited from this process
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, env=env, cwd=cwd)
@@ -159,6 +158,10 @@ def measure(
         # wait4 instead of proc.wait(): it also returns the rusage of the child and its reaped descendants.
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        # What the child's ru_maxrss may have inherited from this process: its RSS at the fork, which its peak read
+        # now includes (read before the fork, a page touched between the two made the harness's size count as the
+        # child's: a 400 MB harness once measured a 60 MB child at 416 MB).
+        own_peak = own_peak_rss_bytes()
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
         sampler.stop.set()
         sampler.join()

@@ -42,21 +42,33 @@ def test_counts_a_forked_workers_cpu_and_memory() -> None:
 
 
 # A harness holding 400 MB measures a child that holds 60 MB: Linux carries the harness's RSS into the child's
-# ru_maxrss across the exec, which must not become the child's peak.
+# ru_maxrss across the exec, which must not become the child's peak. With GROW the harness touches 20 MB more just
+# before the fork (where measure opens its output file): its RSS at the fork then passes any peak it had read before.
 _BIG_HARNESS = """
-import json, sys
+import json, sys, tempfile
 from benchmarks._measure import measure
 held = bytearray(400 * 2**20)
 for i in range(0, len(held), 4096):
     held[i] = 1
+if GROW:
+    _file, grown = tempfile.TemporaryFile, []
+    def _growing(*args, **kwargs):
+        more = bytearray(20 * 2**20)
+        for i in range(0, len(more), 4096):
+            more[i] = 1
+        grown.append(more)
+        return _file(*args, **kwargs)
+    tempfile.TemporaryFile = _growing
 child = "import time\\nb = bytearray(60 * 2**20)\\nfor i in range(0, len(b), 4096): b[i] = 1\\ntime.sleep(0.3)"
 m = measure([sys.executable, "-c", child])
 print(json.dumps([m.peak_rss_bytes, m.max_single_rss_bytes]))
 """
 
 
-def test_a_big_harness_does_not_lend_its_memory_to_the_child() -> None:
-    out = subprocess.run([sys.executable, "-c", _BIG_HARNESS], capture_output=True, text=True, check=True, cwd=ROOT)
+@pytest.mark.parametrize("grow", [False, True])
+def test_a_big_harness_does_not_lend_its_memory_to_the_child(grow: bool) -> None:
+    harness = f"GROW = {grow}\n{_BIG_HARNESS}"
+    out = subprocess.run([sys.executable, "-c", harness], capture_output=True, text=True, check=True, cwd=ROOT)
     peak, single = json.loads(out.stdout)
     assert 60 * 2**20 <= single <= peak < 300 * 2**20
 
