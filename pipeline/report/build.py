@@ -21,7 +21,6 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import console
-from pipeline.catalog import SQL_DIR
 from pipeline.outputs import output_folder, refuse_inside_normalized, writing
 from pipeline.report import EMBEDDED_FIGURES, detail, tables
 from pipeline.report.data import Views, load
@@ -423,7 +422,9 @@ def _findings_html(findings: pl.DataFrame | None) -> str:
 def step_prefix() -> str:
     """The pattern of a leading numbered step range, folded to `<name>*` where a layer's steps are summed: read from
     sql/macros/step_folded.sql, the macro the findings fold paths with, so that the report folds as they do."""
-    macro = (SQL_DIR / "macros" / "step_folded.sql").read_text()
+    from pipeline.analyze.views import macro_files
+
+    macro = macro_files()["step_folded"].read_text()
     found = re.search(r"regexp_replace\(text, '([^']+)'", macro)
     assert found is not None, "sql/macros/step_folded.sql: no regexp_replace(text, '<pattern>', ...)"
     return found.group(1)
