@@ -114,12 +114,14 @@ def trace_id_for(path: Path) -> str:
     """A stable id from the input's folder and name: ``h200_smallcnn.nsys``.
 
     The folder is part of the id because per-rank captures are usually many
-    files with one name (``rank0/nsys.sqlite``, ``rank1/nsys.sqlite``).
+    files with one name (``rank0/nsys.sqlite``, ``rank1/nsys.sqlite``). The folder is the one the path names,
+    not a symlink's target's: ranks linked in from one store (git-annex, DVC, a shared scratch folder) keep
+    their own folders' names, as their file names stay the links' own.
     """
     stem = path.name
     while stem.lower().endswith(_SOURCE_SUFFIXES):
         stem = stem[: stem.rfind(".")]
-    parent = path.resolve().parent.name
+    parent = Path(os.path.abspath(path)).parent.name  # ('..' folded away, symlinks not followed)
     raw = f"{parent}.{stem}" if parent else stem
     return encode_trace_id(raw) if raw else "trace"
 

@@ -66,6 +66,19 @@ def test_distinct_names_keep_distinct_ids(tmp_path: Path) -> None:
     assert decode_trace_id(trace_id_for(a)) == "训练.nsys"
 
 
+def test_linked_ranks_keep_their_own_folders(tmp_path: Path) -> None:
+    # Ranks linked in from one store (git-annex, DVC): the id names the folder the user gave, not the store's.
+    store = tmp_path / "store"
+    store.mkdir()
+    for rank in ("rank0", "rank1"):
+        (store / f"{rank}-blob.json.gz").write_bytes(b"")
+        (tmp_path / "job" / rank).mkdir(parents=True)
+        (tmp_path / "job" / rank / "trace.json.gz").symlink_to(store / f"{rank}-blob.json.gz")
+    assert trace_id_for(tmp_path / "job" / "rank0" / "trace.json.gz") == "rank0.trace"
+    assert trace_id_for(tmp_path / "job" / "rank1" / "trace.json.gz") == "rank1.trace"
+    assert trace_id_for(tmp_path / "job" / "rank1" / ".." / "rank0" / "trace.json.gz") == "rank0.trace"
+
+
 @pytest.mark.parametrize("bad", ["../../../../victim", "a/b", "it's", ".hidden", "..", "", "x" * 201, "a\nb"])
 def test_unsafe_trace_id_is_refused_with_one_line(bad: str, tmp_path: Path) -> None:
     victim = tmp_path / "victim"
