@@ -46,8 +46,9 @@
 --     (0 SMs, 0 warps, maxBlocksPerSm = 0 ...) is replaced from arch_limits and listed in
 --     rejected_trace_values.  arch_limits also fills NULLs (older nsys layouts lack max_blocks_per_sm).
 --   * Vendor from the name (or 64-wide warps): an AMD device takes the AMD row of its gfx_arch (from the name,
---     else HIP's major.minor where it names one: 9.4 = gfx942), never an NVIDIA compute capability; an
---     unknown AMD part keeps the trace's values and NULL elsewhere.  A compute capability
+--     else HIP's major.minor where it names one: 9.4 = gfx942, 9.0 with 104 or 110 CUs = gfx90a, with 120 =
+--     gfx908), never an NVIDIA compute capability; an unknown AMD part keeps the trace's values and NULL
+--     elsewhere.  A compute capability
 --     missing from arch_limits likewise keeps the trace's values and NULL elsewhere -- never another GPU's.
 --   * A device with neither a compute capability nor an AMD architecture (or a render-only adapter) gets
 --     NULL limits and an issue: the GPU views leave its kernels' derived columns NULL; analyze warns.
@@ -89,7 +90,9 @@ vendored AS (  -- no NVIDIA GPU has 64-wide warps: an unnamed device with them i
            CASE WHEN coalesce(n.name_vendor, CASE WHEN n.warp_size = 64 THEN 'AMD' END) = 'AMD'
                 THEN coalesce(nullif(n.name_gfx, ''), h.gfx_arch) END AS gfx_arch
     FROM named n
-    LEFT JOIN arch_limits h ON h.hip_compute_capability = n.compute_major || '.' || n.compute_minor
+    LEFT JOIN arch_limits h   -- (9.0 is gfx908 or gfx90a: the CU count tells them apart, arch.py)
+      ON h.hip_compute_capability = n.compute_major || '.' || n.compute_minor
+     AND (h.hip_cu_counts IS NULL OR list_contains(h.hip_cu_counts, n.sm_count))
 ),
 ranked AS (  -- one row per (trace, device id): a real compute GPU first, then the row that says the most
     SELECT *,

@@ -266,14 +266,18 @@ def test_amd_mi250_is_not_hopper(tmp_path: Path) -> None:
 
 def test_amd_impossible_lds_from_the_amd_row_and_unknown_amd_part(tmp_path: Path) -> None:
     mi300 = MI250 | {"name": "AMD Instinct MI300X", "sm_count": 0, "max_shared_mem_per_sm_bytes": 0}
-    radeon = MI250 | {"device_id": 1, "name": "AMD Radeon Graphics"}
-    write_trace(tmp_path / "n", [mi300, radeon], [NORMAL])
+    # HIP 9.0 names gfx908 or gfx90a, which the CU count tells apart (120; 104 or 110): 96 CUs is neither.
+    radeon = MI250 | {"device_id": 1, "name": "AMD Radeon Graphics", "sm_count": 96}
+    mi250 = MI250 | {"device_id": 2, "name": "AMD Radeon Graphics"}  # ROCm 6 names an MI250 GCD so (104 CUs)
+    mi100 = MI250 | {"device_id": 3, "name": "AMD Radeon Graphics", "sm_count": 120}
+    write_trace(tmp_path / "n", [mi300, radeon, mi250, mi100], [NORMAL])
     got = rows(
         tmp_path / "n",
         "SELECT device_id, gfx_arch, sm_count, max_shared_mem_per_sm_bytes, issue FROM device_limits ORDER BY 1",
     )
     assert got[0] == (0, "gfx942", 304, 65536, None)  # MI300X: 304 CUs, 64 KiB LDS (ROCm specs table)
-    assert got[1][:4] == (1, None, 104, 65536) and got[1][4].startswith("AMD device without a known gfx")
+    assert got[1][:4] == (1, None, 96, 65536) and got[1][4].startswith("AMD device without a known gfx")
+    assert got[2:] == [(2, "gfx90a", 104, 65536, None), (3, "gfx908", 120, 65536, None)]
 
 
 @pytest.mark.parametrize(

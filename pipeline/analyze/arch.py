@@ -50,7 +50,12 @@ KB = 1024
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "vendor": (pa.string(), "'NVIDIA' or 'AMD'"),
     "gfx_arch": (pa.string(), "AMD LLVM target (gfx90a...); NULL for NVIDIA rows (keyed by compute capability)"),
-    "hip_compute_capability": (pa.string(), "HIP's major.minor for this gfx arch where it names one ('9.4')"),
+    "hip_compute_capability": (pa.string(), "HIP's major.minor that this gfx arch reports ('9.4')"),
+    "hip_cu_counts": (
+        pa.list_(pa.int32()),
+        "where several gfx archs report that major.minor, the CUs per device of this one's parts; NULL: the "
+        "major.minor alone names it",
+    ),
     "compute_major": (pa.int32(), "compute capability major"),
     "compute_minor": (pa.int32(), "compute capability minor"),
     "arch_name": (pa.string(), "architecture"),
@@ -98,6 +103,7 @@ def _row(
         "vendor": "NVIDIA",
         "gfx_arch": None,
         "hip_compute_capability": None,
+        "hip_cu_counts": None,
         "compute_major": cc[0],
         "compute_minor": cc[1],
         "arch_name": arch,
@@ -139,13 +145,16 @@ ARCH_ROWS: list[dict[str, object]] = [
 ]
 
 
-def _amd_row(gfx: str, arch: str, part: str, cus: int, hip_cc: str | None) -> dict[str, object]:
+def _amd_row(
+    gfx: str, arch: str, part: str, cus: int, hip_cc: str, cu_counts: list[int] | None = None
+) -> dict[str, object]:
     """A CDNA compute unit: wavefront 64, 32 waves (4 SIMDs x 8), 1024 work-items per workgroup, 64 KiB LDS.
     What a CUDA-style occupancy needs beyond that (allocation granularities, blocks per CU) stays NULL."""
     return {name: None for name in COLUMNS} | {
         "vendor": "AMD",
         "gfx_arch": gfx,
         "hip_compute_capability": hip_cc,
+        "hip_cu_counts": cu_counts,
         "arch_name": arch,
         "ref_part": part,
         "ref_sm_count": cus,
@@ -161,11 +170,12 @@ def _amd_row(gfx: str, arch: str, part: str, cus: int, hip_cc: str | None) -> di
 
 #: AMD Instinct rows: one ROCm device is one GCD (MI200) or the whole partitioned MI300 in SPX mode.
 #: HIP's hipDeviceProp major.minor follows the gfx number (gfx942 -> 9.4, gfx950 -> 9.5); gfx908 and gfx90a
-#: both report 9.0, so 9.0 names no architecture alone (the device name must).  Kineto copies these into
-#: computeMajor/Minor, and some traces leave the name empty: then 9.4 with 64-wide waves is still an MI300.
+#: both report 9.0, so 9.0 names no architecture alone: the device name does, else the CU count (Kineto's
+#: numSms): the MI100 (gfx908) has 120 CUs, an MI210 or one GCD of an MI250 104 and of an MI250X 110 (gfx90a).
+#: Kineto copies these into computeMajor/Minor, and ROCm 6 traces name every device "AMD Radeon Graphics".
 ARCH_ROWS += [
-    _amd_row("gfx908", "CDNA", "Instinct MI100", 120, None),
-    _amd_row("gfx90a", "CDNA2", "Instinct MI250X (one GCD)", 110, None),
+    _amd_row("gfx908", "CDNA", "Instinct MI100", 120, "9.0", [120]),
+    _amd_row("gfx90a", "CDNA2", "Instinct MI250X (one GCD)", 110, "9.0", [104, 110]),
     _amd_row("gfx942", "CDNA3", "Instinct MI300X", 304, "9.4"),
     _amd_row("gfx950", "CDNA4", "Instinct MI355X", 256, "9.5"),
 ]
