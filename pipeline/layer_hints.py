@@ -28,8 +28,8 @@ LACKS: dict[str, str] = {
 FIXES: dict[tuple[str, str], str] = {
     ("chrome-trace", "no_layers"): "record with torch.profiler.profile(with_stack=True) (its nn.Module frames are "
     "layers), or capture with `tracepipe capture torch`",
-    ("chrome-trace", "backward_unlinked"): "record with torch.profiler (PyTorch >= 1.8 writes the sequence numbers "
-    "that link backward to forward), or capture with `tracepipe capture torch`",
+    ("chrome-trace", "backward_unlinked"): "record with torch.profiler of PyTorch >= 1.9 (it writes the sequence "
+    "numbers that link backward to forward; 1.8's wrote none), or capture with `tracepipe capture torch`",
     ("nsys-sqlite", "no_layers"): "profile with `nsys profile --pytorch=functions-trace,autograd-nvtx` (module "
     "classes, backward linked), or `tracepipe capture nsys` (qualified module names)",
     ("nsys-sqlite", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
@@ -62,4 +62,5 @@ def layer_hints_table() -> pa.Table:
 def no_layer_warning(source_format: str) -> str:
     """normalize's warning for a trace with GPU work and no layer range at all."""
     fix = FIXES.get((source_format, "no_layers"), NO_FIX)
-    return f"no layer: {LACKS['no_layers']}, so none of its GPU work will have one; fix: {fix}"
+    where = "so no GPU work will have a layer of the model (at most a step or optimizer step)"
+    return f"no layer: {LACKS['no_layers']}, {where}; fix: {fix}"

@@ -313,6 +313,22 @@ def _decode_warnings(got: Collected) -> list[str]:
     return out
 
 
+def _no_kernels_warning(tables: dict[str, pa.Table | None], unmodelled: dict[str, int], skipped: int) -> str:
+    """Why a trace may have no kernel events: those it has were skipped, its device is one not modelled (MTIA
+    writes categories of its own), its profiler recorded the CUDA/HIP calls but not the GPU's activity (a CUPTI
+    range-profiler session), or it profiled the CPU only."""
+    calls = sum(t.num_rows for g in ("cuda_runtime", "cuda_driver") if (t := tables.get(g)) is not None)
+    if skipped:
+        why = f"its {skipped} kernel events lack ts or dur, said above"
+    elif unmodelled:
+        why = "its device events are of the categories not modelled, said above"
+    elif calls:
+        why = f"it has {calls} CUDA/HIP API calls but no GPU activity: record with ProfilerActivity.CUDA"
+    else:
+        why = "CPU-only profile, or CUDA activity not recorded"
+    return f"no GPU kernel events in the trace ({why})"
+
+
 def _without_duplicates(table: pa.Table, db: duckdb.DuckDBPyConnection) -> tuple[pa.Table, int]:
     """``table`` without events that appear more than once with every field equal (first kept), and how
     many were dropped.  A cheap check first: when a hash of the integer fields has no repeat, no two rows
@@ -385,7 +401,7 @@ def _normalize_chrome(path: Path, writer: TraceWriter) -> dict[str, object]:
         if any(dropped.values()):
             warnings.append(f"exact duplicate events counted once: {_counts({g: n for g, n in dropped.items() if n})}")
         if tables["kernel"] is None:
-            warnings.append("no GPU kernel events in the trace (CPU-only profile, or CUDA activity not recorded)")
+            warnings.append(_no_kernels_warning(tables, got.unmodelled, got.skipped.get("kernel", 0)))
         # Ops and their call stacks (a sort and numpy/Arrow passes, which release the GIL) are built in a
         # thread while this one does the other tables and their Parquet writes: on 2 cores they overlap.
         with ThreadPoolExecutor(1, thread_name_prefix="chrome-ops") as pool:
