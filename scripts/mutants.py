@@ -1131,6 +1131,23 @@ MUTANTS: list[Mutant] = [
         "the API's connection creates the views statements name as they come, not all ~46 at connect",
         ("tests/test_api.py::test_views_are_created_as_statements_name_them",),
     ),
+    # --- stop 55: what a sweep of 54 real traces from other projects found ----------------------------------
+    Mutant(
+        "hip_9_0_without_cu_count",
+        "sql/device_limits.sql",
+        "AND (h.hip_cu_counts IS NULL OR list_contains(h.hip_cu_counts, n.sm_count))",
+        "AND h.hip_cu_counts IS NULL",
+        "HIP's 9.0 is gfx908 or gfx90a, told apart by the CU count (120; 104 or 110)",
+        ("tests/test_limits.py", "tests/test_external_traces.py"),
+    ),
+    Mutant(
+        "nsys_export_without_kernels_refused",
+        "pipeline/normalize/nsys.py",
+        "waits = [_kernels_writer(db, plain, shown, writer)] if KERNEL_TABLE in db.tables else []",
+        "waits = [_kernels_writer(db, plain, shown, writer)]",
+        "an export without a kernel table is a trace: its other tables are normalized",
+        ("tests/test_external_traces.py", "tests/test_bad_inputs.py"),
+    ),
 ]
 
 

@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline.analyze import connect
@@ -35,8 +36,14 @@ from pipeline.normalize import normalize_file
 from tests.conftest import SAMPLES, q
 
 EXTERNAL = SAMPLES / "external"
-CHROME = sorted(p.name for p in EXTERNAL.glob("*.json.gz"))
-NSYS = sorted(p.name for p in EXTERNAL.glob("*.sqlite.gz"))
+#: Real traces without a single kernel event, tested for what they do have (the tests at the end).
+KERNEL_LESS = {
+    "hta_cupti_range_profiler.json.gz",
+    "hta_mtia_inference_trimmed.json.gz",
+    "lighttransport_gemm_no_kernels.sqlite.gz",
+}
+CHROME = sorted(p.name for p in EXTERNAL.glob("*.json.gz") if p.name not in KERNEL_LESS)
+NSYS = sorted(p.name for p in EXTERNAL.glob("*.sqlite.gz") if p.name not in KERNEL_LESS)
 
 #: What each category name means, old and new Kineto, written out independently of the pipeline's table.
 KINDS = {
@@ -286,5 +293,85 @@ def test_pytorch_1_9_profiler_steps_are_steps(tmp_path: Path) -> None:
     assert got == want
 
 
+def test_an_nsys_export_without_kernels_is_a_trace(tmp_path: Path) -> None:
+    # lighttransport/gemm's export (nsys 2025.1, an RTX 5060 Ti): its run compiled kernels with NVRTC and stopped
+    # before launching one, so nsys wrote no kernel table. Its calls and its GPU are still normalized.
+    path = EXTERNAL / "lighttransport_gemm_no_kernels.sqlite.gz"
+    plain = tmp_path / "plain.sqlite"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    db = sqlite3.connect(plain)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    calls = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    gpu = db.execute("SELECT name, computeMajor, computeMinor, smCount FROM TARGET_INFO_GPU").fetchall()
+    db.close()
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" not in tables and calls == 3
+    out = tmp_path / "out"
+    result = normalize_file(path, out)
+    assert any(w.startswith("no CUPTI_ACTIVITY_KIND_KERNEL table") for w in result.warnings)
+    assert result.rows.get("kernels", 0) == 0 and not (out / "kernels").exists()
+    assert q(out, "SELECT count(*) FROM api_calls")[0][0] == calls
+    assert q(out, "SELECT name, compute_major, compute_minor, sm_count FROM devices") == gpu
+
+
+def test_a_job_with_a_rank_without_kernels_is_analyzed(tmp_path: Path) -> None:
+    # One rank's export without kernels (an idle rank, a capture without -t cuda) beside a trace with them: the
+    # run warns and analyzes both, as it does for a chrome trace without kernels.
+    from tests.test_cli import tp
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for name in ("lighttransport_gemm_no_kernels.sqlite.gz", "hta_mi250_rocm62_minitoy.json.gz"):
+        (job / name).write_bytes((EXTERNAL / name).read_bytes())
+    r = tp("run", job, "--out", tmp_path / "out", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "no CUPTI_ACTIVITY_KIND_KERNEL table" in r.stderr
+    assert len(q(tmp_path / "out" / "normalized", "SELECT trace_id FROM trace_meta")) == 2
+    written = pq.read_metadata(tmp_path / "out" / "analysis" / "kernel_layers.parquet").num_rows
+    assert written == chrome_expected(EXTERNAL / "hta_mi250_rocm62_minitoy.json.gz")["kernels"]
+
+
+def _categories(path: Path) -> Counter:
+    return Counter(e.get("cat") for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"])
+
+
+def test_a_cupti_range_profiler_trace_says_its_calls_have_no_gpu_activity(tmp_path: Path) -> None:
+    # HTA's CUPTI range-profiler sample: the CUDA runtime calls are recorded, the kernels' activity is not.
+    path = EXTERNAL / "hta_cupti_range_profiler.json.gz"
+    calls = _categories(path)["cuda_runtime"]
+    result = normalize_file(path, tmp_path / "out")
+    assert f"no GPU kernel events in the trace (it has {calls} CUDA/HIP API calls but no GPU activity: " in "".join(
+        result.warnings
+    )
+    assert q(tmp_path / "out", "SELECT count(*) FROM api_calls")[0][0] == calls
+
+
+def test_an_mtia_trace_says_its_device_events_are_not_modelled(tmp_path: Path) -> None:
+    # HTA's MTIA inference sample (the first 150 events of each category): the device writes categories of its
+    # own, which are counted in a warning, and its lack of kernels is put down to them, not to a CPU-only profile.
+    path = EXTERNAL / "hta_mtia_inference_trimmed.json.gz"
+    cats = _categories(path)
+    result = normalize_file(path, tmp_path / "out")
+    said = f"mtia_ccp_events {cats['mtia_ccp_events']}, mtia_runtime {cats['mtia_runtime']}"
+    assert f"events of categories not modelled, ignored: {said}" in result.warnings
+    assert "no GPU kernel events in the trace (its device events are of the categories not modelled" in "".join(
+        result.warnings
+    )
+
+
+def test_an_unnamed_rocm6_mi250_is_gfx90a_by_its_compute_units(tmp_path: Path) -> None:
+    # ROCm 6.2 names every device "AMD Radeon Graphics" with HIP's 9.0, which gfx908 (MI100) and gfx90a (MI200)
+    # both report; AMD's specifications give the MI100 120 compute units, an MI210 or one MI250 GCD 104 and one
+    # MI250X GCD 110. This trace's devices have 104.
+    path = EXTERNAL / "hta_mi250_rocm62_minitoy.json.gz"
+    props = json.loads(gzip.decompress(path.read_bytes()))["deviceProperties"]
+    assert {(p["name"], p["computeMajor"], p["computeMinor"], p["numSms"]) for p in props} == {
+        ("AMD Radeon Graphics", 9, 0, 104)
+    }
+    normalize_file(path, tmp_path / "out")
+    got = connect(tmp_path / "out").sql("SELECT device_id, gfx_arch, sm_count, issue FROM device_limits").fetchall()
+    assert sorted(got) == [(p["id"], "gfx90a", 104, None) for p in sorted(props, key=lambda p: p["id"])]
+
+
 def test_every_file_is_tested() -> None:
-    assert len(CHROME) == 5 and len(NSYS) == 2
+    assert len(CHROME) == 6 and len(NSYS) == 2 and len(KERNEL_LESS) == 3
+    assert {p.name for p in EXTERNAL.glob("*.gz")} == set(CHROME) | set(NSYS) | KERNEL_LESS

@@ -150,13 +150,16 @@ def test_non_sqlite_with_sqlite_name(tmp_path: Path) -> None:
         normalize_file(bad, tmp_path / "out")
 
 
-def test_sqlite_without_kernel_table(tmp_path: Path) -> None:
-    path = tmp_path / "empty.sqlite"
+def test_sqlite_of_another_program_is_no_export(tmp_path: Path) -> None:
+    # A database with none of nsys's tables is refused, not read as a capture without kernels
+    # (tests/test_external_traces.py has a real export without kernels, which normalizes).
+    path = tmp_path / "other.sqlite"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    db.execute('CREATE TABLE KERNELS (start INTEGER, "end" INTEGER)')
     db.commit()
     db.close()
-    with pytest.raises(BadInputError, match="no CUPTI_ACTIVITY_KIND_KERNEL"):
+    with pytest.raises(BadInputError, match="an SQLite database but no Nsight Systems export"):
         normalize_file(path, tmp_path / "out")
     assert not (tmp_path / "out" / "kernels").exists()
 

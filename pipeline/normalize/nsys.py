@@ -159,7 +159,7 @@ def read_meta(db: Sqlite) -> dict[str, object]:
 
 def _usable_tables(db: Sqlite) -> list[str]:
     """Set ``db.usable``: the tables that have the columns their rows need (``nsys_map.REQUIRED``); return
-    a warning for each table left out.  Without a usable kernel table nothing is: a bad-input error."""
+    a warning for each table left out.  A kernel table without the columns its rows need is a bad-input error."""
     warnings, usable = [], set()
     for table, cols in nsys_map.REQUIRED.items():
         if table not in db.tables:
@@ -172,11 +172,18 @@ def _usable_tables(db: Sqlite) -> list[str]:
         else:
             warnings.append(f"table {table} lacks column(s) {', '.join(missing)}: left out")
     db.usable = usable
-    if "StringIds" not in db.tables and db.has(KERNEL_TABLE, "demangledName"):
+    if KERNEL_TABLE in db.tables and "StringIds" not in db.tables and db.has(KERNEL_TABLE, "demangledName"):
         ids = db.column(f"SELECT count(*) FROM {KERNEL_TABLE} WHERE typeof(demangledName) = 'integer'")
         if ids[0]:
             raise BadInputError(db.shown, "kernel names are StringIds ids but the StringIds table is missing")
     return warnings
+
+
+def _no_kernels(db: Sqlite) -> list[str]:
+    """The warning for an export whose capture recorded no CUDA kernel (nsys writes no kernel table then)."""
+    if KERNEL_TABLE in db.tables:
+        return []
+    return [f"no {KERNEL_TABLE} table: the capture recorded no CUDA kernels (record with `nsys profile -t cuda`)"]
 
 
 def _missing_columns(db: Sqlite) -> list[str]:
@@ -379,12 +386,17 @@ def _normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None
     with local_file(path, ".sqlite") as plain:
         db = Sqlite(plain, shown)
         try:
-            if KERNEL_TABLE not in db.tables:
+            if not any(t.startswith(nsys_map.NSYS_TABLE_PREFIXES) for t in db.tables):
                 raise BadInputError(
-                    shown, f"no {KERNEL_TABLE} table: the capture has no CUDA kernels (was it run with -t cuda?)"
+                    shown,
+                    "an SQLite database but no Nsight Systems export: none of nsys's tables (CUPTI_ACTIVITY_KIND_*, "
+                    "NVTX_EVENTS, TARGET_INFO_*) is in it; export the capture with `nsys export --type sqlite`",
                 )
-            warnings = _usable_tables(db) + _unended_ranges(db) + whole_graph_warning(db)
-            waits = [_kernels_writer(db, plain, shown, writer)]
+            warnings = _usable_tables(db) + _unended_ranges(db) + whole_graph_warning(db) + _no_kernels(db)
+            # An export without kernels (an idle rank, a capture without -t cuda) is still a trace: its calls,
+            # ranges and copies are normalized and its kernels table left out, as a chrome trace without kernel
+            # events is, so one such rank does not stop a whole job's analysis.
+            waits = [_kernels_writer(db, plain, shown, writer)] if KERNEL_TABLE in db.tables else []
             try:
                 waits.append(_api_calls_writer(db, plain, shown, writer))
                 _write_other_tables(db, writer)

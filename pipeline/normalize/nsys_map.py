@@ -90,6 +90,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "NVTX_EVENTS": ("start", "end", "eventType", "globalTid"),
 }
 
+#: Name prefixes of the tables only an Nsight Systems export has (every layout since before 2022): a database with
+#: none of them is some other program's SQLite file, not a capture without kernels.
+NSYS_TABLE_PREFIXES = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "TARGET_INFO_", "META_DATA_", "OSRT_", "CUDA_GRAPH_")
+
 #: Columns we read that older layouts do not have yet: their absence is expected, not warned about.
 ADDED_LATER: dict[tuple[str, str], str] = {
     ("CUPTI_ACTIVITY_KIND_KERNEL", "graphId"): "export schema 3.25 (nsys 2026.2)",

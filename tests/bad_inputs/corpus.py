@@ -92,10 +92,11 @@ NSYS_CASES = [
     Case("nsys_empty.sqlite", _bytes(b""), error="file is empty"),
     Case("nsys_is_json.sqlite", _bytes(b'{"traceEvents": []}'), error="content looks like a JSON chrome trace"),
     Case("nsys_gzip_cut.sqlite.gz", _gzip_cut(_nsys, 0.5), error="gzip stream ends early"),
+    # An export without kernels (an idle rank, a capture without -t cuda) is a trace all the same.
     Case(
         "nsys_no_kernel_table.sqlite",
         _nsys_sql("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL;"),
-        error="no CUPTI_ACTIVITY_KIND_KERNEL table",
+        warning="no CUPTI_ACTIVITY_KIND_KERNEL table",
     ),
     Case("nsys_no_stringids.sqlite", _nsys_sql("DROP TABLE StringIds;"), error="StringIds table is missing"),
     Case(
