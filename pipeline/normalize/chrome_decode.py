@@ -31,7 +31,7 @@ from pipeline.errors import BadInputError
 from pipeline.lean import block_pandas
 from pipeline.normalize import forked
 from pipeline.normalize.chrome_events import NO_RAW, BadArgs, Collected, I64Json, Piece, decode_piece
-from pipeline.normalize.chrome_map import CAPTURE_MARK, DEVICE_FIELDS, DEVICE_KEYS, VERSION_KEYS
+from pipeline.normalize.chrome_map import CAPTURE_MARK, DEVICE_FIELDS, DEVICE_KEYS, OTHER_JSON_FILES, VERSION_KEYS
 from pipeline.normalize.sha256 import sha256_of
 from pipeline.normalize.source import UTF16_BOMS, is_gzip, read_all
 
@@ -218,8 +218,21 @@ def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
             raise BadInputError(path, JSON_LINES) from None
         raise _decode_error(path, e) from e
     if trace.traceEvents is None:
-        raise BadInputError(path, "JSON is not a chrome trace: the top-level object has no traceEvents array")
+        raise BadInputError(path, f"JSON is not a chrome trace: {_what_json_it_is(data)}")
     return trace
+
+
+def _what_json_it_is(data: bytes | mmap.mmap) -> str:
+    """What a JSON object without ``traceEvents`` is, by its top-level keys (``OTHER_JSON_FILES``); values are
+    skipped unparsed."""
+    try:
+        keys = msgspec.json.decode(data, type=dict[str, msgspec.Raw]).keys()
+    except msgspec.MsgspecError:
+        keys = set()
+    return next(
+        (what for key, what in OTHER_JSON_FILES.items() if key in keys),
+        "the top-level object has no traceEvents array",
+    )
 
 
 #: What forked workers read: (file bytes, event byte ranges).  Inherited through fork, never pickled.
