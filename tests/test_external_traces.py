@@ -42,12 +42,14 @@ KERNEL_LESS = {
     "hta_mtia_inference_trimmed.json.gz",
     "lighttransport_gemm_no_kernels.sqlite.gz",
 }
-#: Other tools' JSON files, which a user may take for chrome traces: refused, naming what they are.
+#: Other tools' JSON files, which a user may take for chrome traces: refused, naming what they are (kept out of
+#: sample_traces/, which `make demo` normalizes whole; provenance in that folder's README).
+OTHER_TOOLS_DIR = Path(__file__).resolve().parent / "bad_inputs" / "real"
 OTHER_TOOLS = {
     "hta_execution_trace_et.json.gz": "it is a PyTorch execution trace (ExecutionTraceObserver, Chakra)",
     "tracelens_rocprofv3_908_trimmed.json.gz": "it is rocprofv3's JSON output (rocprofiler-sdk)",
 }
-CHROME = sorted(p.name for p in EXTERNAL.glob("*.json.gz") if p.name not in KERNEL_LESS | OTHER_TOOLS.keys())
+CHROME = sorted(p.name for p in EXTERNAL.glob("*.json.gz") if p.name not in KERNEL_LESS)
 NSYS = sorted(p.name for p in EXTERNAL.glob("*.sqlite.gz") if p.name not in KERNEL_LESS)
 
 #: What each category name means, old and new Kineto, written out independently of the pipeline's table.
@@ -381,15 +383,17 @@ def test_an_unnamed_rocm6_mi250_is_gfx90a_by_its_compute_units(tmp_path: Path) -
 def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> None:
     from tests.test_cli import tp
 
-    assert "traceEvents" not in json.loads(gzip.decompress((EXTERNAL / name).read_bytes()))
-    r = tp("normalize", EXTERNAL / name, "--out", tmp_path / "out")
+    path = OTHER_TOOLS_DIR / name
+    assert "traceEvents" not in json.loads(gzip.decompress(path.read_bytes()))
+    r = tp("normalize", path, "--out", tmp_path / "out")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {EXTERNAL / name}: JSON is not a chrome trace: ")
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: JSON is not a chrome trace: ")
     assert OTHER_TOOLS[name] in lines[0]
     assert not (tmp_path / "out" / "kernels").exists()
 
 
 def test_every_file_is_tested() -> None:
     assert len(CHROME) == 6 and len(NSYS) == 2 and len(KERNEL_LESS) == 3 and len(OTHER_TOOLS) == 2
-    assert {p.name for p in EXTERNAL.glob("*.gz")} == set(CHROME) | set(NSYS) | KERNEL_LESS | OTHER_TOOLS.keys()
+    assert {p.name for p in EXTERNAL.glob("*.gz")} == set(CHROME) | set(NSYS) | KERNEL_LESS
+    assert {p.name for p in OTHER_TOOLS_DIR.glob("*.gz")} == OTHER_TOOLS.keys()
