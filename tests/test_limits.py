@@ -13,6 +13,7 @@ import gzip
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -291,14 +292,55 @@ def test_amd_impossible_lds_from_the_amd_row_and_unknown_amd_part(tmp_path: Path
         # B200 (10.0): 1024 threads x 64 regs: 2048 registers per warp -> 16384 // 2048 = 8 per sub-partition,
         # 32 warps // 32 = 1 block; warps 64 // 32 = 2 -> 1 resident, 32/64 = 50 %.
         ((10, 0), {"grid_x": 100, "block_x": 1024, "registers_per_thread": 64}, (32, 2, 1, 228, 1, "registers", 50.0)),
-        # RTX 5090 (12.0): 48 warps, 32 blocks, 100 KB + 1 KB reserve: 256 threads -> warps 6, registers 8,
+        # RTX 5090 (12.0): 48 warps, 24 blocks, 100 KB + 1 KB reserve: 256 threads -> warps 6, registers 8,
         # shared 102400 // 1024 = 100 -> 6 resident, 48/48 warps.
-        ((12, 0), {"grid_x": 100, "block_x": 256}, (32, 6, 8, 100, 6, "warps", 100.0)),
+        ((12, 0), {"grid_x": 100, "block_x": 256}, (24, 6, 8, 100, 6, "warps", 100.0)),
+        # 12.0, 32 threads: one warp a block, so 48 warps would allow 48 blocks; the 24-block cap binds: 50 %.
+        ((12, 0), {"grid_x": 100, "block_x": 32}, (24, 48, 64, 100, 24, "blocks", 50.0)),
     ],
 )
 def test_new_table_rows(tmp_path: Path, cc: tuple[int, int], kernel: dict, expected: tuple) -> None:
     write_trace(tmp_path, [{"device_id": 0, "compute_major": cc[0], "compute_minor": cc[1]}], [kernel])
     assert rows(tmp_path, OCC_SQL) == [expected]
+
+
+def test_consumer_blackwell_row_equals_a_real_rtx_5060_ti_s_driver(tmp_path: Path) -> None:
+    # The driver's own limits of an sm_120 part, as nsys wrote them into a real export (TARGET_INFO_GPU of
+    # lighttransport/gemm's capture, sample_traces/external): the 12.0 row must equal them.
+    plain = tmp_path / "t.sqlite"
+    plain.write_bytes(
+        gzip.decompress((ROOT / "sample_traces/external/lighttransport_gemm_no_kernels.sqlite.gz").read_bytes())
+    )
+    db = sqlite3.connect(plain)
+    db.row_factory = sqlite3.Row
+    gpu = dict(db.execute("SELECT * FROM TARGET_INFO_GPU").fetchone())
+    db.close()
+    (row,) = [r for r in ARCH_ROWS if (r["compute_major"], r["compute_minor"]) == (12, 0)]
+    assert (gpu["computeMajor"], gpu["computeMinor"]) == (12, 0)
+    assert {
+        "warp_size": gpu["threadsPerWarp"],
+        "max_warps_per_sm": gpu["maxWarpsPerSm"],
+        "max_blocks_per_sm": gpu["maxBlocksPerSm"],
+        "max_threads_per_block": gpu["maxThreadsPerBlock"],
+        "max_registers_per_sm": gpu["maxRegistersPerSm"],
+        "max_registers_per_block": gpu["maxRegistersPerBlock"],
+        "max_shared_mem_per_sm_bytes": gpu["maxShmemPerSm"],
+        "max_shared_mem_per_block_bytes": gpu["maxShmemPerBlock"],
+        "max_shared_mem_per_block_optin_bytes": gpu["maxShmemPerBlockOptin"],
+    } == {
+        k: row[k]
+        for k in (
+            "warp_size",
+            "max_warps_per_sm",
+            "max_blocks_per_sm",
+            "max_threads_per_block",
+            "max_registers_per_sm",
+            "max_registers_per_block",
+            "max_shared_mem_per_sm_bytes",
+            "max_shared_mem_per_block_bytes",
+            "max_shared_mem_per_block_optin_bytes",
+        )
+    }
 
 
 def test_hopper_row_and_launch_limits_equal_ncus_device_attributes() -> None:

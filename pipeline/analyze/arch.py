@@ -25,9 +25,10 @@ Sources, so each number can be checked:
 * cc 6.1 (Pascal GP10x): 64 warps, 32 blocks, 96 KB shared memory per SM (not configurable), 48 KB per
   block with no opt-in above it, 256 B shared-memory granularity, 4 sub-partitions (``cuda_occupancy.h``
   gives 2 only to cc 6.0).  cc 10.0 (B200): as 9.0 (64 warps, 32 blocks, 228 KB / 227 KB opt-in, the same
-  carveouts).  cc 12.0 (RTX 50-series): 48 warps (1536 threads), 32 blocks, 100 KB shared memory per SM,
-  99 KB opt-in, carveouts as 8.6 -- all from the Programming Guide's table; not yet checked against an ncu
-  capture (the committed samples are H200 only, so 9.0 is the row tested against ncu).
+  carveouts).  cc 12.0 (RTX 50-series): 48 warps (1536 threads), 24 blocks, 100 KB shared memory per SM,
+  99 KB opt-in, carveouts as 8.6: as the driver of a real RTX 5060 Ti reports them (``TARGET_INFO_GPU`` of the
+  nsys export in ``sample_traces/external/lighttransport_gemm_no_kernels``: maxBlocksPerSm 24, which CUDA's
+  occupancy API reads; the table had 32), ``tests/test_limits.py`` checks the row against it.
 * AMD (``vendor = 'AMD'``, keyed by LLVM target ``gfx_arch``, never by compute capability: Kineto's
   ``deviceProperties`` report ``computeMajor`` 9 for an MI250, which is not Hopper): ROCm's "GPU hardware
   specifications" table (compute units per GCD/XCD partition as one device, wavefront 64, LDS 64 KiB per CU)
@@ -141,7 +142,7 @@ ARCH_ROWS: list[dict[str, object]] = [
     _row((8, 9), "Ada", "GeForce RTX 4090", 128, 48, 24, 100, 99, KB, 128, _GA10X_CARVEOUTS),
     _row((9, 0), "Hopper", "H100 SXM5 / H200", 132, 64, 32, 228, 227, KB, 128, _H100_CARVEOUTS),
     _row((10, 0), "Blackwell", "B200", 148, 64, 32, 228, 227, KB, 128, _H100_CARVEOUTS),
-    _row((12, 0), "Blackwell", "GeForce RTX 5090", 170, 48, 32, 100, 99, KB, 128, _GA10X_CARVEOUTS),
+    _row((12, 0), "Blackwell", "GeForce RTX 5090", 170, 48, 24, 100, 99, KB, 128, _GA10X_CARVEOUTS),
 ]
 
 
