@@ -230,7 +230,7 @@ def _what_json_it_is(data: bytes | mmap.mmap) -> str:
     except msgspec.MsgspecError:
         keys = set()
     return next(
-        (what for key, what in OTHER_JSON_FILES.items() if key in keys),
+        (what for names, what in OTHER_JSON_FILES.items() if all(n in keys for n in names)),
         "the top-level object has no traceEvents array",
     )
 

@@ -67,13 +67,14 @@ OTHER_WRITERS: dict[str, str] = {
     "rows linked by flow arrows, without correlation ids or launch shapes); profile with torch.profiler "
     "(PyTorch >= 1.8) instead",
 }
-#: Top-level keys of other tools' JSON files (no ``traceEvents``) -> what the file is and what to do instead: the
-#: error for such a file says it (each seen in a real file of another project's tests, tests/test_bad_inputs.py).
-OTHER_JSON_FILES: dict[str, str] = {
-    "rocprofiler-sdk-tool": "it is rocprofv3's JSON output (rocprofiler-sdk), which this reader does not read; "
+#: Top-level keys of other tools' JSON files (no ``traceEvents``; every key of the tuple present) -> what the file
+#: is and what to do instead: the error for such a file says it (each from a real file of another project's tests,
+#: tests/bad_inputs/real/).
+OTHER_JSON_FILES: dict[tuple[str, ...], str] = {
+    ("rocprofiler-sdk-tool",): "it is rocprofv3's JSON output (rocprofiler-sdk), which this reader does not read; "
     "profile the model with torch.profiler (a ROCm build records the HIP kernels in its trace)",
-    "nodes": "it is a PyTorch execution trace (ExecutionTraceObserver, Chakra): ops and tensors, no GPU kernels; "
-    "record the same run with torch.profiler and export_chrome_trace (the kernels' trace)",
+    ("schema", "nodes", "finish_ts"): "it is a PyTorch execution trace (ExecutionTraceObserver, Chakra): ops and "
+    "tensors, no GPU kernels; record the same run with torch.profiler and export_chrome_trace (the kernels' trace)",
 }
 #: The fix said when no category points at another writer.
 RECORD_WITH_KINETO = "record with torch.profiler.profile(activities=[CPU, CUDA]) and export_chrome_trace"
