@@ -296,8 +296,16 @@ def _meta(trace: msgspec.Struct) -> dict[str, object]:
     return meta
 
 
+#: At most this many names in a warning's or an error's counts (the rest summed): a trace of one-off event names
+#: (a real one had 1,442) would make a 2 KB line.
+COUNTS_SHOWN = 10
+
+
 def _counts(counter: dict[str, int]) -> str:
-    return ", ".join(f"{name} {n}" for name, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+    ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{name} {n}" for name, n in ranked[:COUNTS_SHOWN])
+    rest = ranked[COUNTS_SHOWN:]
+    return shown + (f" and {len(rest)} more ({sum(n for _, n in rest)} events)" if rest else "")
 
 
 def _decode_warnings(got: Collected) -> list[str]:

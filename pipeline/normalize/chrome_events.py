@@ -49,6 +49,7 @@ from pipeline.normalize.chrome_map import (
     GROUPS,
     KNOWN_UNCATEGORIZED,
     KNOWN_UNUSED,
+    UNCATEGORIZED_BY_PID,
     Arg,
 )
 
@@ -361,7 +362,8 @@ class Piece:
             if e.cat is not None:
                 self.unmodelled[e.cat] += 1
             elif e.ph != "M" and not (e.name or "").startswith(_UNCATEGORIZED):  # metadata has none by design
-                self.unmodelled[f"(no category) {e.name}"] += 1
+                key = UNCATEGORIZED_BY_PID.get(e.pid) if isinstance(e.pid, str) else None
+                self.unmodelled[key or f"(no category) {e.name or '(no name)'}"] += 1
         return np.where(complete, codes, np.int8(-2))
 
     def _split(self, events: list) -> None:

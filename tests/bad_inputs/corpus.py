@@ -190,6 +190,24 @@ CHROME_CASES = [
         ),
         error="one JSON object per line (JSON Lines), not a chrome trace: an `nsys export --type json` file?",
     ),
+    # Twelve events of categories no Kineto writes (a future device, one event each): counted in the warning,
+    # the first ten by name and the rest summed, so the line stays one short line whatever their number.
+    Case(
+        "chrome_many_unmodelled_categories.json",
+        _chrome(
+            lambda s: s.replace(
+                '"traceEvents": [',
+                '"traceEvents": ['
+                + "".join(
+                    f'{{"ph": "X", "cat": "future_dev_{i:02d}", "name": "x", "pid": 1, "tid": 1, "ts": 1.0, '
+                    '"dur": 1.0}, '
+                    for i in range(12)
+                ),
+                1,
+            )
+        ),
+        warning="future_dev_08 1, future_dev_09 1 and 2 more (2 events)",
+    ),
     Case(
         "chrome_only_metadata.json",
         _bytes(b'{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]}'),
