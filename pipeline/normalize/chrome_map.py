@@ -60,22 +60,21 @@ KNOWN_UNCATEGORIZED: dict[str, str] = {
     "[memory]": "memory allocation instants of PyTorch 1.8-1.10 (profile_memory)",
 }
 
-#: Categories only another writer's chrome traces have -> what wrote the file and what to do instead: the error
-#: for a file with nothing this reader models says it.
-_LEGACY_AUTOGRAD = (
-    "the legacy autograd profiler's export (PyTorch <= 1.7: 'CPU functions' / 'CUDA functions' rows linked by "
-    "flow arrows, without correlation ids or launch shapes); profile with torch.profiler (PyTorch >= 1.8) instead"
-)
-OTHER_WRITERS: dict[str, str] = {
-    "cpu_to_cuda": _LEGACY_AUTOGRAD,
-    "(no category) 'CPU functions' rows": _LEGACY_AUTOGRAD,
-    "(no category) 'CUDA functions' rows": _LEGACY_AUTOGRAD,
-}
 #: Events without a category whose ``pid`` names the writer: counted as one group, not name by name (an export
 #: of the legacy autograd profiler without CUDA has no flow arrows, only these rows: a real one of 1,442 ops).
 UNCATEGORIZED_BY_PID: dict[str, str] = {
     "CPU functions": "(no category) 'CPU functions' rows",
     "CUDA functions": "(no category) 'CUDA functions' rows",
+}
+_LEGACY_AUTOGRAD = (
+    "the legacy autograd profiler's export (PyTorch <= 1.7: 'CPU functions' / 'CUDA functions' rows linked by "
+    "flow arrows, without correlation ids or launch shapes); profile with torch.profiler (PyTorch >= 1.8) instead"
+)
+#: Categories (and groups of uncategorized rows, above) only another writer's chrome traces have -> what wrote the
+#: file and what to do instead: the error for a file with nothing this reader models says it.
+OTHER_WRITERS: dict[str, str] = {
+    "cpu_to_cuda": _LEGACY_AUTOGRAD,
+    **dict.fromkeys(UNCATEGORIZED_BY_PID.values(), _LEGACY_AUTOGRAD),
 }
 #: Top-level keys of other tools' JSON files (no ``traceEvents``; every key of the tuple present) -> what the file
 #: is and what to do instead: the error for such a file says it (each from a real file of another project's tests,
