@@ -33,7 +33,8 @@ import pytest
 
 from pipeline.analyze import connect
 from pipeline.normalize import normalize_file
-from tests.conftest import SAMPLES, q
+from tests.conftest import SAMPLES, gunzip_to, q
+from tests.test_cli import tp
 
 EXTERNAL = SAMPLES / "external"
 #: Real traces without a single kernel event, tested for what they do have (the tests at the end).
@@ -305,9 +306,7 @@ def test_an_nsys_export_without_kernels_is_a_trace(tmp_path: Path) -> None:
     # lighttransport/gemm's export (nsys 2025.1, an RTX 5060 Ti): its run compiled kernels with NVRTC and stopped
     # before launching one, so nsys wrote no kernel table. Its calls and its GPU are still normalized.
     path = EXTERNAL / "lighttransport_gemm_no_kernels.sqlite.gz"
-    plain = tmp_path / "plain.sqlite"
-    plain.write_bytes(gzip.decompress(path.read_bytes()))
-    db = sqlite3.connect(plain)
+    db = sqlite3.connect(gunzip_to(path, tmp_path / "plain.sqlite"))
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     calls = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
     gpu = db.execute("SELECT name, computeMajor, computeMinor, smCount FROM TARGET_INFO_GPU").fetchall()
@@ -324,8 +323,6 @@ def test_an_nsys_export_without_kernels_is_a_trace(tmp_path: Path) -> None:
 def test_a_job_with_a_rank_without_kernels_is_analyzed(tmp_path: Path) -> None:
     # One rank's export without kernels (an idle rank, a capture without -t cuda) beside a trace with them: the
     # run warns and analyzes both, as it does for a chrome trace without kernels.
-    from tests.test_cli import tp
-
     job = tmp_path / "job"
     job.mkdir()
     for name in ("lighttransport_gemm_no_kernels.sqlite.gz", "hta_mi250_rocm62_minitoy.json.gz"):
@@ -382,8 +379,6 @@ def test_an_unnamed_rocm6_mi250_is_gfx90a_by_its_compute_units(tmp_path: Path) -
 
 @pytest.mark.parametrize("name", sorted(OTHER_TOOLS))
 def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> None:
-    from tests.test_cli import tp
-
     path = OTHER_TOOLS_DIR / name
     content = json.loads(gzip.decompress(path.read_bytes()))
     r = tp("normalize", path, "--out", tmp_path / "out")

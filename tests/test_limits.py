@@ -25,6 +25,7 @@ import pytest
 from pipeline.analyze import connect, view_files
 from pipeline.analyze.arch import ARCH_ROWS
 from pipeline.store import TraceWriter
+from tests.conftest import gunzip_to
 
 ROOT = Path(__file__).resolve().parents[1]
 LARGEST_GRID = (2**31 - 1, 65535, 65535)  # CUDA's maxGridSize on every GPU since cc 3.0
@@ -307,10 +308,7 @@ def test_new_table_rows(tmp_path: Path, cc: tuple[int, int], kernel: dict, expec
 def test_consumer_blackwell_row_equals_a_real_rtx_5060_ti_s_driver(tmp_path: Path) -> None:
     # The driver's own limits of an sm_120 part, as nsys wrote them into a real export (TARGET_INFO_GPU of
     # lighttransport/gemm's capture, sample_traces/external): the 12.0 row must equal them.
-    plain = tmp_path / "t.sqlite"
-    plain.write_bytes(
-        gzip.decompress((ROOT / "sample_traces/external/lighttransport_gemm_no_kernels.sqlite.gz").read_bytes())
-    )
+    plain = gunzip_to(ROOT / "sample_traces/external/lighttransport_gemm_no_kernels.sqlite.gz", tmp_path / "t.sqlite")
     db = sqlite3.connect(plain)
     db.row_factory = sqlite3.Row
     gpu = dict(db.execute("SELECT * FROM TARGET_INFO_GPU").fetchone())
