@@ -315,7 +315,7 @@ def test_consumer_blackwell_row_equals_a_real_rtx_5060_ti_s_driver(tmp_path: Pat
     db.close()
     (row,) = [r for r in ARCH_ROWS if (r["compute_major"], r["compute_minor"]) == (12, 0)]
     assert (gpu["computeMajor"], gpu["computeMinor"]) == (12, 0)
-    assert {
+    driver = {
         "warp_size": gpu["threadsPerWarp"],
         "max_warps_per_sm": gpu["maxWarpsPerSm"],
         "max_blocks_per_sm": gpu["maxBlocksPerSm"],
@@ -325,20 +325,8 @@ def test_consumer_blackwell_row_equals_a_real_rtx_5060_ti_s_driver(tmp_path: Pat
         "max_shared_mem_per_sm_bytes": gpu["maxShmemPerSm"],
         "max_shared_mem_per_block_bytes": gpu["maxShmemPerBlock"],
         "max_shared_mem_per_block_optin_bytes": gpu["maxShmemPerBlockOptin"],
-    } == {
-        k: row[k]
-        for k in (
-            "warp_size",
-            "max_warps_per_sm",
-            "max_blocks_per_sm",
-            "max_threads_per_block",
-            "max_registers_per_sm",
-            "max_registers_per_block",
-            "max_shared_mem_per_sm_bytes",
-            "max_shared_mem_per_block_bytes",
-            "max_shared_mem_per_block_optin_bytes",
-        )
     }
+    assert driver == {column: row[column] for column in driver}
 
 
 def test_hopper_row_and_launch_limits_equal_ncus_device_attributes() -> None:
