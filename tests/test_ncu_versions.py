@@ -104,6 +104,34 @@ def test_2020_details_layout(tmp_path: Path, units: str, nvtx: bool) -> None:
     assert wide == [(i, 8992 if base else 8990, 18.70, 93.75, 20) for i in (0, 1)]
 
 
+def test_2020_2_nvtx_columns_list_fewer_fields(tmp_path: Path) -> None:
+    # ncu 2020.2 with --nvtx (a public export of a GCN run, 2021): both NVTX columns, whose header cells list two
+    # fields after the range name where ncu writes six today; a start/end item as that export writes it, padded
+    # with spaces, beside an empty push/pop cell.  Before: both columns NULL, no warning.
+    nvtx_header = ["thread Domain:Push/Pop_Range:PL_Type:PL_Value", "Id:Domain:Start/Stop_Range:PL_Type:PL_Value"]
+    header = [*OLD_DETAILS_HEADER[:4], *nvtx_header, *OLD_DETAILS_HEADER[4:]]
+    cells = [
+        ['854  "<default domain>:step:none:none"  "NCCL:all:reduce:none:none"',
+         ' "0:<default domain>:convLayer:none:none" '],
+        ["", ' "3:<default domain>:conv:Layer:none:none" "4:mine:fc:none:none" '],
+    ]  # fmt: skip
+    rows = [header]
+    for launch, nvtx in enumerate(cells):
+        section, metric, unit, value, _, _ = OLD_METRICS[0]
+        rows.append([str(launch), "2211167", "python3.8", "127.0.0.1", *nvtx, KERNEL, "2020-May-29 12:02:46", "1",
+                     "7", section, metric, unit, value])  # fmt: skip
+    src = tmp_path / "gcn_nvtx.csv"
+    src.write_text(csv_text(rows))
+    normalize_file(src, tmp_path / "out")
+    got = (
+        connect(tmp_path / "out")
+        .sql("SELECT launch_id, nvtx_push_pop, nvtx_start_end FROM ncu_kernels ORDER BY launch_id")
+        .fetchall()
+    )
+    # A name may hold colons (conv:Layer); another domain's items keep it as a prefix (NCCL:all:reduce).
+    assert got == [(0, "step/NCCL:all:reduce", "convLayer"), (1, None, "conv:Layer/mine:fc")]
+
+
 def test_2020_raw_layout_kernel_time_is_not_a_metric(tmp_path: Path) -> None:
     header = [*OLD_DETAILS_HEADER[:8], "gpu__time_duration.sum", "launch__grid_size", "launch__block_size"]
     units = [""] * 8 + ["nsecond", "", ""]

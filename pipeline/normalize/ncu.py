@@ -175,14 +175,17 @@ def _number(col: pl.Expr) -> pl.Expr:
     return pl.when(grouped).then(s.str.replace_all(",", "")).otherwise(s).cast(pl.Float64, strict=False)
 
 
-def _nvtx(col: pl.Expr, leading_fields: int) -> pl.Expr:
+def _nvtx(col: pl.Expr, header: str) -> pl.Expr:
     """ncu's NVTX cell (``854  "<default domain>:step:none:..."  "<default domain>:conv1:..."``) -> "step/conv1".
 
-    Each quoted item is ``[Id:]Domain:Name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg``; the name may hold
-    colons itself, so it is what lies between the leading fields and the six trailing ones.
+    Each quoted item holds the fields the column's header cell lists, ``:``-separated: today
+    ``[Id:]Domain:Name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg``, in ncu 2020.2 only ``[Id:]Domain:Name:
+    PL_Type:PL_Value`` (``thread Domain:Push/Pop_Range:PL_Type:PL_Value``); the name may hold colons itself, so it
+    is what lies between the fields before it and those after it, counted in the header (:func:`nvtx_fields`).
     """
+    leading_fields, trailing_fields = nvtx_fields(header)
     lead = r"[^:]*:" * leading_fields
-    item = rf"^{lead}(.*):[^:]*:[^:]*:[^:]*:[^:]*:[^:]*:[^:]*$"
+    item = rf"^{lead}(.*){':[^:]*' * trailing_fields}$"
     domain = rf"^{r'[^:]*:' * (leading_fields - 1)}([^:]*):"
     names = (
         col.str.extract_all(r'"[^"]*"')
@@ -198,6 +201,15 @@ def _nvtx(col: pl.Expr, leading_fields: int) -> pl.Expr:
         .list.join("/")
     )
     return pl.when(names == "").then(None).otherwise(names)
+
+
+def nvtx_fields(header: str) -> tuple[int, int]:
+    """The fields before and after the range name in each item of an NVTX column, as its header cell lists them:
+    ``Id:Domain:Start/Stop_Range:PL_Type:PL_Value`` -> (2, 2). The push/pop header's first field, ``thread
+    Domain``, is the domain (the thread id stands outside the quoted items)."""
+    fields = header.split(":")
+    name = next(i for i, f in enumerate(fields) if f.endswith("_Range"))
+    return name, len(fields) - name - 1
 
 
 def launch_columns(df: pl.DataFrame) -> dict[str, str | None]:
@@ -236,8 +248,8 @@ def kernels_frame(df: pl.DataFrame) -> pl.DataFrame:
             _col(cols, "compute_capability").alias("compute_capability"),
             *_dims(cols, "grid", "grid"),
             *_dims(cols, "block", "block"),
-            (_nvtx(pl.col(push_pop), 1) if push_pop else pl.lit(None, pl.String)).alias("nvtx_push_pop"),
-            (_nvtx(pl.col(start_end), 2) if start_end else pl.lit(None, pl.String)).alias("nvtx_start_end"),
+            (_nvtx(pl.col(push_pop), push_pop) if push_pop else pl.lit(None, pl.String)).alias("nvtx_push_pop"),
+            (_nvtx(pl.col(start_end), start_end) if start_end else pl.lit(None, pl.String)).alias("nvtx_start_end"),
         )
         .sort("launch_id")
     )
