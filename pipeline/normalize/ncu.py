@@ -142,7 +142,7 @@ def _split(path: Path, data: bytes) -> tuple[bytes, list[str]]:
             raise BadInputError(path, "no Nsight Compute CSV table in the file (only ncu log lines)")
         page = other_page(csv_bytes)
         if page:
-            raise BadInputError(path, f"this is ncu's --page {page} export, with no per-launch table: {EXPORT_HINT}")
+            raise BadInputError(path, f"this is ncu's {page} export, with no per-launch table: {EXPORT_HINT}")
         first = 'not an Nsight Compute raw or details CSV (the table does not start with "ID","Process ID")'
         raise BadInputError(path, f"{first}: {EXPORT_HINT}")
     return csv_bytes, text_lines

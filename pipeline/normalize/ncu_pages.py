@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-#: ncu pages without a per-launch table: a header cell that names the page -> the page's name.  ``raw`` and
-#: ``details`` start with "ID","Process ID"; these do not, and the normalizer says which page it got.
+#: ncu CSV exports without a per-launch table: a header cell that names the export -> how the user made it.
+#: ``raw`` and ``details`` pages start with "ID","Process ID"; these do not, and the normalizer says which export it
+#: got. ``--print-summary`` (per-kernel, per-gpu, per-nvtx) folds the launches into Minimum/Maximum/Average rows of
+#: its ``Invocations``.
 OTHER_PAGES: dict[str, str] = {
-    "Address": "source",
-    "Source": "source",
-    "Attribute": "session",
-    "Device Name": "session",
-    "Launch Settings": "session",
-    "Session": "session",
-    "Start Time": "session",
-    "Process": "session",
+    "Address": "--page source",
+    "Source": "--page source",
+    "Attribute": "--page session",
+    "Device Name": "--page session",
+    "Launch Settings": "--page session",
+    "Session": "--page session",
+    "Start Time": "--page session",
+    "Process": "--page session",
+    "Invocations": "--print-summary",
 }
 EXPORT_HINT = "export a page we read: ncu -i REPORT.ncu-rep --csv --page raw > FILE.csv (or --page details)"
 
 
 def other_page(csv_bytes: bytes) -> str | None:
-    """The ncu page a CSV table without launch rows comes from, by the cells of its first line (OTHER_PAGES)."""
+    """The ncu export a CSV table without launch rows comes from (``--page session``...), by the cells of its first
+    line (OTHER_PAGES)."""
     first = csv_bytes.lstrip(b"\xef\xbb\xbf \t\r\n").split(b"\n", 1)[0].decode("utf-8", "replace")
     if not first.startswith('"'):
         return None
