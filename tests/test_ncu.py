@@ -281,3 +281,24 @@ def test_bad_inputs_are_refused_with_a_reason(tmp_path: Path) -> None:
     details = read_text(SMALLCNN / "ncu_details.csv.gz").encode().rstrip(b"\n")
     cut = details[: details.rfind(b'","') + 1] + b"\n"  # drop the last cells of the last row
     assert "truncated" in _bad(tmp_path, "cut3.csv", cut)
+
+
+@pytest.mark.parametrize(("name", "encoding"), [("ncu.csv", "utf-8"), ("ncu.txt", "utf-8"), ("ncu.csv", "utf-16")])
+def test_program_output_longer_than_the_head_before_the_table(tmp_path: Path, name: str, encoding: str) -> None:
+    # `ncu --csv > FILE` puts the profiled program's output first: a public ncu 2020.2 export (2021) opens with a
+    # printed tensor of 105 lines, its first ==PROF== line at byte 8,186.  The real H200 raw page here, after 10 KB
+    # of such lines.  Before: exit 2 "named like an ncu CSV but its content is none of the known formats" (.csv),
+    # "unrecognised format" (.txt): the format was told from the first 8 KB only.
+    tensor = [f"        [{', '.join(f'{i * 0.001:.8f}' for i in range(k, k + 8))}]," for k in range(0, 1200, 8)]
+    src = tmp_path / name
+    program = "Tensor(shape=[150, 8], dtype=float32,\n" + "\n".join(tensor) + "\n"
+    src.write_text(program + read_text(SMALLCNN / "ncu_raw.csv"), encoding=encoding)
+    assert src.read_bytes()[:8192].find(b"==") == -1
+    normalize_file(src, tmp_path / "out")
+    (rows, warnings) = (
+        connect(tmp_path / "out")
+        .sql("SELECT (SELECT count(*) FROM ncu_kernels), warnings FROM trace_meta")
+        .fetchall()[0]
+    )
+    assert rows == len(raw_by_id(SMALLCNN / "ncu_raw.csv")[2])
+    assert json.loads(warnings)[0].startswith(f"skipped {4 + 1 + len(tensor)} non-CSV lines")

@@ -81,7 +81,11 @@ def as_utf8(data: bytes, prefix: bool = False) -> bytes:
     return data
 
 
-def head(path: Path, n: int = 8192) -> bytes:
+#: The first bytes of a file its format is told by (:func:`detect_format`).
+HEAD_BYTES = 8192
+
+
+def head(path: Path, n: int = HEAD_BYTES) -> bytes:
     """The first ``n`` bytes of the (decompressed) content, as UTF-8 when it is UTF-16 text (:func:`as_utf8`)."""
     try:
         if is_gzip(path):
@@ -253,6 +257,33 @@ def _by_content(first: bytes) -> str | None:
     return None
 
 
+#: ncu's CSV table or log lines, looked for past a text file's first bytes (:func:`_ncu_past_head`).
+NCU_MARKERS = (b'"ID","Process ID"', b"\n==PROF==", b"\n==ERROR==", b"\n==WARNING==")
+#: Bytes read at a time in that search; each chunk keeps the tail of the one before, so a marker cut between
+#: two is found.
+SEARCH_CHUNK = 1 << 20
+
+
+def _ncu_past_head(path: Path) -> bool:
+    """Whether a text file whose first bytes match no format holds ncu's table or log lines further on: `ncu --csv
+    > FILE` puts the profiled program's own output first, however long (a printed tensor of 8 KB in a real export,
+    2021). Read up to the size limit for formats read whole, which the ncu reader would read anyway."""
+    limit = max_input_bytes()
+    keep = max(map(len, NCU_MARKERS))
+    try:
+        with open_binary(path) as f:
+            if f.read(2) in UTF16_BOMS:  # re-encoded whole, as the reader does
+                return any(m in head(path, limit) for m in NCU_MARKERS)
+            tail, seen = b"", 0
+            while seen < limit and (chunk := f.read(SEARCH_CHUNK)):
+                if any(m in tail + chunk for m in NCU_MARKERS):
+                    return True
+                tail, seen = chunk[-keep:], seen + len(chunk)
+    except (OSError, EOFError, zlib.error) as e:
+        raise BadInputError(path, f"cannot read: {e}") from e
+    return False
+
+
 def detect_format(path: Path) -> str:
     """The source format of ``path``, from its first bytes; BadInputError if none fits or the name disagrees."""
     if not path.is_file():
@@ -266,6 +297,8 @@ def detect_format(path: Path) -> str:
     if not first:
         raise BadInputError(path, "file is empty (after decompression)")
     found = _by_content(first)
+    if found is None and b"\x00" not in first:  # text: ncu's table may come after its first bytes
+        found = "ncu-csv" if _ncu_past_head(path) else None
     promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
     if promised and found != promised and _ALSO.get(found) != promised:
         content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"
