@@ -189,8 +189,11 @@ def test_app_range_replay_gives_one_row_per_range(tmp_path: Path) -> None:
         ('"Section","Attribute","Value"', "--page session"),
         ('"Address","Source","Warp Stall Sampling (All Samples)"', "--page source"),
         # --print-summary per-kernel's header as a project's documentation quotes it (ncu 2025.3.1)
-        ('"Process ID","Process Name","Host Name","Kernel Name","Block Size","Grid Size","Device","CC",'
-         '"Invocations","Section Name","Metric Name","Metric Unit","Minimum","Maximum","Average"', "--print-summary"),
+        (
+            '"Process ID","Process Name","Host Name","Kernel Name","Block Size","Grid Size","Device","CC",'
+            '"Invocations","Section Name","Metric Name","Metric Unit","Minimum","Maximum","Average"',
+            "--print-summary",
+        ),
     ],
 )
 @pytest.mark.parametrize("chatter", ["==PROF== Connected\n", ""])  # live output, or ncu -i REP --csv > FILE
