@@ -314,10 +314,33 @@ def test_an_nsys_export_without_kernels_is_a_trace(tmp_path: Path) -> None:
     assert "CUPTI_ACTIVITY_KIND_KERNEL" not in tables and calls == 3
     out = tmp_path / "out"
     result = normalize_file(path, out)
-    assert any(w.startswith("no CUPTI_ACTIVITY_KIND_KERNEL table") for w in result.warnings)
+    said = f"no CUPTI_ACTIVITY_KIND_KERNEL table: the capture traced {calls} CUDA API calls and no kernel launch"
+    assert any(w.startswith(said) for w in result.warnings), result.warnings
     assert result.rows.get("kernels", 0) == 0 and not (out / "kernels").exists()
     assert q(out, "SELECT count(*) FROM api_calls")[0][0] == calls
     assert q(out, "SELECT name, compute_major, compute_minor, sm_count FROM devices") == gpu
+
+
+@pytest.mark.parametrize("case", ["launched", "untraced"])
+def test_an_nsys_export_without_kernels_says_which_of_the_causes(tmp_path: Path, case: str) -> None:
+    # Real exports (nsys 2023.3, 2024.6) traced up to 5,756 cudaLaunchKernel calls and wrote no kernel table; others
+    # traced no CUDA at all. Both told to "record with nsys profile -t cuda", which the first had done. The
+    # lighttransport export made into each: one of its calls renamed a launch, or its CUDA tables dropped.
+    plain = gunzip_to(EXTERNAL / "lighttransport_gemm_no_kernels.sqlite.gz", tmp_path / "t.sqlite")
+    db = sqlite3.connect(plain)
+    if case == "launched":
+        db.execute("INSERT INTO StringIds (id, value) SELECT max(id) + 1, 'cudaLaunchKernel_v7000' FROM StringIds")
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = (SELECT max(id) FROM StringIds) "
+                   "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)")  # fmt: skip
+        want = "the capture traced 1 kernel launch call but none of the kernels on the GPU"
+    else:
+        for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+            db.execute(f"DROP TABLE IF EXISTS {t}")
+        want = "the capture did not trace CUDA (record with `nsys profile -t cuda`)"
+    db.commit()
+    db.close()
+    result = normalize_file(plain, tmp_path / "out")
+    assert f"no CUPTI_ACTIVITY_KIND_KERNEL table: {want}" in " ".join(result.warnings), result.warnings
 
 
 def test_a_job_with_a_rank_without_kernels_is_analyzed(tmp_path: Path) -> None:

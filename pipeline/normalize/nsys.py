@@ -180,10 +180,36 @@ def _usable_tables(db: Sqlite) -> list[str]:
 
 
 def _no_kernels(db: Sqlite) -> list[str]:
-    """The warning for an export whose capture recorded no CUDA kernel (nsys writes no kernel table then)."""
+    """The warning for an export whose capture recorded no CUDA kernel (nsys writes no kernel table then), saying
+    which of three it is: CUDA not traced; CUDA traced, no kernel launched; kernels launched but their GPU activity
+    not recorded (seen in real exports that traced thousands of cudaLaunchKernel calls)."""
     if KERNEL_TABLE in db.tables:
         return []
-    return [f"no {KERNEL_TABLE} table: the capture recorded no CUDA kernels (record with `nsys profile -t cuda`)"]
+    first = f"no {KERNEL_TABLE} table: "
+    traced = [t for t in nsys_raw.LAUNCH_TABLES if t in db.tables]
+    if not traced:
+        return [first + "the capture did not trace CUDA (record with `nsys profile -t cuda`)"]
+    calls = sum(db.column(f"SELECT count(*) FROM {t}")[0] for t in traced)
+    launches = _launch_calls(db, traced)
+    if not launches:
+        return [first + f"the capture traced {calls:,} CUDA API calls and no kernel launch: no GPU work to attribute"]
+    return [
+        first + f"the capture traced {launches:,} kernel launch call{'s' * (launches != 1)} but none of the kernels on "
+        "the GPU (its CUDA API was traced, its GPU activity was not): no GPU work to attribute"
+    ]
+
+
+def _launch_calls(db: Sqlite, tables: list[str]) -> int:
+    """Calls among ``tables`` (runtime, driver) named as launches (``nsys_map.LAUNCH_CALLS``); 0 where the names
+    cannot be read (no ``nameId`` or no StringIds)."""
+    if "StringIds" not in db.tables:
+        return 0
+    like = " OR ".join(f"s.value LIKE '{p}'" for p in nsys_map.LAUNCH_CALLS)
+    return sum(
+        db.column(f"SELECT count(*) FROM {t} c JOIN StringIds s ON s.id = c.nameId WHERE {like}")[0]
+        for t in tables
+        if db.has(t, "nameId")
+    )
 
 
 def _missing_columns(db: Sqlite) -> list[str]:

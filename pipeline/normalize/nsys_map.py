@@ -91,6 +91,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 #: Name prefixes of the tables only an Nsight Systems export has (every layout since before 2022): a database with
+#: CUDA API calls that launch GPU work, as LIKE patterns over the names nsys writes (with their ABI suffixes:
+#: ``cudaLaunchKernel_v7000``), runtime and driver: counted when an export has calls but no kernel table.
+LAUNCH_CALLS = ("cudaLaunch%", "cuLaunch%", "cudaGraphLaunch%", "cuGraphLaunch%")
+
 #: none of them is some other program's SQLite file, not a capture without kernels.
 NSYS_TABLE_PREFIXES = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "TARGET_INFO_", "META_DATA_", "OSRT_", "CUDA_GRAPH_")
 
