@@ -324,14 +324,22 @@ def _decode_warnings(got: Collected) -> list[str]:
 def _no_kernels_warning(tables: dict[str, pa.Table | None], unmodelled: dict[str, int], skipped: int) -> str:
     """Why a trace may have no kernel events: those it has were skipped, its device is one not modelled (MTIA
     writes categories of its own), its profiler recorded the CUDA/HIP calls but not the GPU's activity (a CUPTI
-    range-profiler session), or it profiled the CPU only."""
+    range-profiler session; real traces of scripts that asked for CUDA activity, and any profile without it), or it
+    profiled the CPU only."""
     calls = sum(t.num_rows for g in ("cuda_runtime", "cuda_driver") if (t := tables.get(g)) is not None)
     if skipped:
         why = f"its {skipped} kernel events lack ts or dur, said above"
     elif unmodelled:
         why = "its device events are of the categories not modelled, said above"
     elif calls:
-        why = f"it has {calls} CUDA/HIP API calls but no GPU activity: record with ProfilerActivity.CUDA"
+        # PyTorch's profiler writes the CUDA/HIP calls with ProfilerActivity.CPU alone (kineto_shim's kCpuTypes hold
+        # CUDA_RUNTIME and CUDA_DRIVER), so the calls do not say CUDA was on; real traces of scripts that asked for
+        # it have them without GPU work too: both causes are named.
+        why = (
+            f"it has {calls} CUDA/HIP API calls but no GPU activity: record with ProfilerActivity.CUDA (with "
+            "ProfilerActivity.CPU alone the profiler writes the calls, not the GPU work); where it was on, its GPU "
+            "records were lost or never made (a CUPTI range-profiler session makes none)"
+        )
     else:
         why = "CPU-only profile, or CUDA activity not recorded"
     return f"no GPU kernel events in the trace ({why})"
