@@ -24,18 +24,24 @@ LACKS: dict[str, str] = {
     "no_launch": "work whose launching API call the trace lacks (its correlation id matches no call)",
 }
 
+#: An nsys trace without layers: nsys exports are of any CUDA program (OpenMP/OpenACC offload, Julia, plain CUDA C++
+#: in real exports of other projects), so the fix opens with ranges of one's own and names PyTorch's ways after.
+NSYS_NO_LAYERS = (
+    "open NVTX ranges (nvtxRangePush/Pop) around the code whose GPU work is one layer; for PyTorch, profile with "
+    "`nsys profile --pytorch=functions-trace,autograd-nvtx` (module classes, backward linked), or `tracepipe capture "
+    "nsys` (qualified module names)"
+)
+
 #: (source format, what is missing) -> the capture that gives it.
 FIXES: dict[tuple[str, str], str] = {
     ("chrome-trace", "no_layers"): "record with torch.profiler.profile(with_stack=True) (its nn.Module frames are "
     "layers), or capture with `tracepipe capture torch`",
     ("chrome-trace", "backward_unlinked"): "record with torch.profiler of PyTorch >= 1.9 (it writes the sequence "
     "numbers that link backward to forward; 1.8's wrote none), or capture with `tracepipe capture torch`",
-    ("nsys-sqlite", "no_layers"): "profile with `nsys profile --pytorch=functions-trace,autograd-nvtx` (module "
-    "classes, backward linked), or `tracepipe capture nsys` (qualified module names)",
+    ("nsys-sqlite", "no_layers"): NSYS_NO_LAYERS,
     ("nsys-sqlite", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
     "backward to forward), or `tracepipe capture nsys`",
-    ("nsys-rep", "no_layers"): "profile with `nsys profile --pytorch=functions-trace,autograd-nvtx` (module "
-    "classes, backward linked), or `tracepipe capture nsys` (qualified module names)",
+    ("nsys-rep", "no_layers"): NSYS_NO_LAYERS,
     ("nsys-rep", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
     "backward to forward), or `tracepipe capture nsys`",
     ("nsys-sqlite", "partial"): "capture with `tracepipe capture nsys`, which ranges every module call (nsys "

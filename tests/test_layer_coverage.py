@@ -53,6 +53,8 @@ def test_plain_nsys_trace_lacks_every_layer_and_says_the_fix(tmp_path: Path) -> 
     # normalize says it at once, naming the file and the capture that would give layers
     [line] = [s for s in proc.stderr.splitlines() if "no layer" in s]
     assert str(path) in line and "nsys profile --pytorch=functions-trace,autograd-nvtx" in line
+    # nsys traces any CUDA program (real exports of OpenMP offload and Julia had none of PyTorch): ranges first
+    assert "fix: open NVTX ranges (nvtxRangePush/Pop) around the code" in line
     got = coverage(tmp_path / "out")
     gpu_ns = gpu_ns_of_export(path, tmp_path)
     assert (got["gpu_ns"], got["layered_ns"], got["no_layer_ns"], got["no_layer_pct"]) == (gpu_ns, 0, gpu_ns, 100.0)
