@@ -20,6 +20,7 @@ NOT_LAYERS = r"^(ProfilerStep#\d+|step([#_ ]?\d+)?|optimizer|Optimizer\.(step|ze
 LACKS: dict[str, str] = {
     "no_layers": "no module range or frame in the trace",
     "backward_unlinked": "backward work is linked to no forward op",
+    "forward_unrecorded": "backward work whose forward ops the trace does not hold (they ran before it was recorded)",
     "partial": "work launched outside every module range",
     "no_launch": "work whose launching API call the trace lacks (its correlation id matches no call)",
 }
@@ -32,16 +33,26 @@ NSYS_NO_LAYERS = (
     "nsys` (qualified module names)"
 )
 
+#: Backward work whose forward ops ran before an nsys capture began.
+NSYS_WHOLE_STEPS = (
+    "capture whole steps: begin the capture range before a step's forward pass (`nsys profile --capture-range`, "
+    "or `tracepipe capture nsys`)"
+)
+
 #: (source format, what is missing) -> the capture that gives it.
 FIXES: dict[tuple[str, str], str] = {
     ("chrome-trace", "no_layers"): "record with torch.profiler.profile(with_stack=True) (its nn.Module frames are "
     "layers), or capture with `tracepipe capture torch`",
     ("chrome-trace", "backward_unlinked"): "record with torch.profiler of PyTorch >= 1.9 (it writes the sequence "
     "numbers that link backward to forward; 1.8's wrote none), or capture with `tracepipe capture torch`",
+    ("chrome-trace", "forward_unrecorded"): "record whole steps: start the profiler before a step's forward pass "
+    "(each active step of a torch.profiler.schedule holds a forward and its backward)",
     ("nsys-sqlite", "no_layers"): NSYS_NO_LAYERS,
+    ("nsys-sqlite", "forward_unrecorded"): NSYS_WHOLE_STEPS,
     ("nsys-sqlite", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
     "backward to forward), or `tracepipe capture nsys`",
     ("nsys-rep", "no_layers"): NSYS_NO_LAYERS,
+    ("nsys-rep", "forward_unrecorded"): NSYS_WHOLE_STEPS,
     ("nsys-rep", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
     "backward to forward), or `tracepipe capture nsys`",
     ("nsys-sqlite", "partial"): "capture with `tracepipe capture nsys`, which ranges every module call (nsys "

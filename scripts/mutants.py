@@ -1148,6 +1148,23 @@ MUTANTS: list[Mutant] = [
         "an export without a kernel table is a trace: its other tables are normalized",
         ("tests/test_external_traces.py", "tests/test_bad_inputs.py"),
     ),
+    # --- stop 56: rules a third sweep of real traces added ----------------------------------------------------
+    Mutant(
+        "unlinked_backward_all_numbered",
+        "sql/layer_coverage.sql",
+        "b.op_id IS NOT NULL AS numbered",
+        "true AS numbered",
+        "unlinked backward work in a numbered backward op lacks its forward ops; unnumbered (AccumulateGrad) does not",
+        ("tests/test_layer_coverage.py",),
+    ),
+    Mutant(
+        "ncu_nvtx_six_trailing_fields",
+        "pipeline/normalize/ncu.py",
+        "return name, len(fields) - name - 1",
+        "return name, 6",
+        "an ncu NVTX item holds the fields its column's header lists (2020.2: two after the name, later six)",
+        ("tests/test_ncu_versions.py",),
+    ),
 ]
 
 

@@ -1,6 +1,6 @@
 -- layer_coverage: how much of each trace's GPU time has a layer, and when too little does, what the trace lacks
 -- and the capture that would give it one row per trace with GPU operations.
--- Inputs:  gpu_op_layers, trace_meta, layer_hints
+-- Inputs:  gpu_op_layers, ops, trace_meta, layer_hints
 -- Output, one row per trace with GPU operations:
 --   trace_id             VARCHAR: the trace
 --   source_format        VARCHAR: trace_meta's
@@ -12,25 +12,35 @@
 --   backward_ns          BIGINT ns: the backward pass's GPU time
 --   backward_unlinked_ns BIGINT ns: of it, the time with no layer launched in no backward op linked to a forward op
 --                          (only autograd's thread says it is backward)
+--   forward_unrecorded_ns BIGINT ns: of that, the time launched in a backward op whose sequence number no forward op
+--                          of the trace has (its forward ran before the recording began)
 --   no_launch_ns         BIGINT ns: GPU time with no layer whose launching API call the trace lacks
 --   lack                 VARCHAR: NULL when no_layer_pct is under the warning threshold (10%), else what is missing:
 --                          'no_layers' (no operation has a layer: the trace holds no module range or frame),
 --                          'no_launch' (most of that time is work whose launching call the trace lacks),
---                          'backward_unlinked' (most backward time with no layer is linked to no forward op), or
+--                          'forward_unrecorded' (most backward time with no layer is in backward ops numbered for
+--                          forward ops the trace does not hold), 'backward_unlinked' (the rest of the backward time
+--                          with no layer is linked to no forward op), or
 --                          'partial' (work launched outside every module range: outside the model, or in modules the
 --                          capture did not range)
 --   meaning              VARCHAR: that, in words
 --   fix                  VARCHAR: the capture that would give the work a layer (layer_hints); NULL for work outside the
 --                          model
 -- Rule: a layer is a range that places work in the model; a step range holds a whole iteration and says nothing
--- of which layer ran, so work whose innermost range is a step has no layer.  `analysis_warnings` prints a row of
--- this view per trace whose lack is set.
+-- of which layer ran, so work whose innermost range is a step has no layer.  Unlinked backward work is told apart
+-- by its backward op: one with a sequence number (ops.sequence_number >= 0) was numbered for a forward op the trace
+-- does not hold (a real training trace recorded from mid-step: all 128 backward ops numbered, none of their forward
+-- ops), one without was never numbered (PyTorch 1.8).  `analysis_warnings` prints a row of this view per trace
+-- whose lack is set.
 WITH params AS (SELECT 10.0 AS warn_pct),
-ops AS (
-    SELECT trace_id, duration_ns, pass, fwd_op_id, launch_call_id,
-           coalesce(pass = 'optimizer' OR (range_id IS NOT NULL
-                    AND NOT regexp_matches(layer, '^(ProfilerStep#\d+|step([#_ ]?\d+)?)$')), false) AS layered
-    FROM gpu_op_layers
+gpu AS (   -- each GPU operation: has it a layer; was its backward op numbered
+    SELECT g.trace_id, g.duration_ns, g.pass, g.fwd_op_id, g.launch_call_id,
+           coalesce(g.pass = 'optimizer' OR (g.range_id IS NOT NULL
+                    AND NOT regexp_matches(g.layer, '^(ProfilerStep#\d+|step([#_ ]?\d+)?)$')), false) AS layered,
+           b.op_id IS NOT NULL AS numbered
+    FROM gpu_op_layers g
+    LEFT JOIN (SELECT trace_id, op_id FROM ops WHERE sequence_number >= 0) b   -- numbered ops only: a small build
+      ON b.trace_id = g.trace_id AND b.op_id = g.bwd_op_id AND g.fwd_op_id IS NULL
 ),
 per_trace AS (
     SELECT trace_id,
@@ -39,10 +49,12 @@ per_trace AS (
            CAST(coalesce(sum(duration_ns) FILTER (pass = 'backward'), 0) AS BIGINT) AS backward_ns,
            CAST(coalesce(sum(duration_ns) FILTER (pass = 'backward' AND NOT layered AND fwd_op_id IS NULL), 0)
                 AS BIGINT) AS backward_unlinked_ns,
+           CAST(coalesce(sum(duration_ns) FILTER (pass = 'backward' AND NOT layered AND fwd_op_id IS NULL
+                                                  AND numbered), 0) AS BIGINT) AS forward_unrecorded_ns,
            CAST(coalesce(sum(duration_ns) FILTER (NOT layered AND launch_call_id IS NULL), 0) AS BIGINT)
                AS no_launch_ns,
            bool_or(layered AND pass IS DISTINCT FROM 'optimizer') AS any_layer
-    FROM ops GROUP BY trace_id
+    FROM gpu GROUP BY trace_id
 ),
 judged AS (
     SELECT p.*, m.source_format, p.gpu_ns - p.layered_ns AS no_layer_ns,
@@ -52,7 +64,7 @@ judged AS (
       USING (trace_id)
 )
 SELECT j.trace_id, j.source_format, j.gpu_ns, j.layered_ns, j.no_layer_ns, j.no_layer_pct, j.backward_ns,
-       j.backward_unlinked_ns, j.no_launch_ns, l.lack,
+       j.backward_unlinked_ns, j.forward_unrecorded_ns, j.no_launch_ns, l.lack,
        (SELECT any_value(meaning) FROM layer_hints m WHERE m.lack = l.lack) AS meaning, h.fix
 FROM judged j
 CROSS JOIN params
@@ -60,6 +72,8 @@ LEFT JOIN LATERAL (
     SELECT CASE WHEN j.no_layer_pct IS NULL OR j.no_layer_pct < params.warn_pct THEN NULL
                 WHEN NOT j.any_layer THEN 'no_layers'
                 WHEN j.no_launch_ns * 2 > j.no_layer_ns THEN 'no_launch'
+                WHEN j.backward_unlinked_ns * 2 > j.backward_ns
+                     AND j.forward_unrecorded_ns * 2 > j.backward_unlinked_ns THEN 'forward_unrecorded'
                 WHEN j.backward_unlinked_ns * 2 > j.backward_ns THEN 'backward_unlinked'
                 ELSE 'partial' END AS lack
 ) l ON true

@@ -104,3 +104,62 @@ def test_op_ranges_alone_are_no_layer(name: str, tmp_path: Path) -> None:
     normalize_file(NSYS / name, tmp_path / "out")
     got = coverage(tmp_path / "out")
     assert got["lack"] == "no_layers" and got["backward_unlinked_ns"] == 0
+
+
+def backward_gpu_ns(trace: dict) -> int:
+    """Plain count: the GPU operations (kernels, copies, memsets) whose launching call (same correlation id) lies
+    inside an autograd backward op (``autograd::engine::evaluate_function: ...``) on the call's thread, their
+    durations summed in ns."""
+    events = trace["traceEvents"]
+    bwd: dict = {}
+    for e in events:
+        if e.get("cat") == "cpu_op" and e.get("name", "").startswith("autograd::engine::evaluate_function:"):
+            bwd.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    calls = {e["args"]["correlation"]: e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    total = 0
+    for op in (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")):
+        call = calls.get(op["args"].get("correlation"))
+        if call and any(lo <= call["ts"] <= hi for lo, hi in bwd.get(call["tid"], [])):
+            total += round(op["dur"] * 1000)
+    return total
+
+
+def test_backward_without_its_forward_ops_says_why(tmp_path: Path) -> None:
+    # A real training trace recorded from mid-step (deepseek-ai/profile-data's train.json: 128 backward ops, all
+    # numbered, none of their forward ops in the file) was told to record with PyTorch >= 1.9 for the sequence
+    # numbers it had. The Llama step's trace made into it: the forward ops its backward ops are numbered for
+    # taken out.
+    trace = json.loads(gzip.decompress(LLAMA.read_bytes()))
+    want_ns = backward_gpu_ns(trace)
+    numbers = {
+        e["args"]["Sequence number"]
+        for e in trace["traceEvents"]
+        if e.get("name", "").startswith("autograd::engine::evaluate_function:") and "Sequence number" in e["args"]
+    }
+    forward = [
+        e for e in trace["traceEvents"]
+        if e.get("cat") == "cpu_op" and e["args"].get("Sequence number") in numbers
+        and not (e["args"].get("Fwd thread id") or "Backward" in e["name"] or "evaluate_function" in e["name"])
+    ]  # fmt: skip
+    assert forward and want_ns > 0
+    dropped = {id(f) for f in forward}
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if id(e) not in dropped]
+    src = tmp_path / "midstep.json"
+    src.write_text(json.dumps(trace))
+    normalize_file(src, tmp_path / "out")
+    got = coverage(tmp_path / "out")
+    assert got["forward_unrecorded_ns"] == got["backward_unlinked_ns"] == got["backward_ns"] == want_ns
+    assert got["lack"] == "forward_unrecorded" and "start the profiler before a step's forward pass" in got["fix"]
+
+
+def test_unnumbered_backward_work_is_no_unrecorded_forward(tmp_path: Path) -> None:
+    # PyTorch 1.9's resnet50 sample: its backward work linked to no forward op is gradient accumulation
+    # (AccumulateGrad, which autograd never numbers: none of its 966 ops has a sequence number), not backward ops
+    # whose forward ops went unrecorded.
+    path = SAMPLES / "external" / "kineto_pt19_resnet50_worker0.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    accumulate = [e for e in events if e.get("cat") == "Operator" and "AccumulateGrad" in e.get("name", "")]
+    assert len(accumulate) == 966 and not any("Sequence number" in e.get("args", {}) for e in accumulate)
+    normalize_file(path, tmp_path / "out")
+    got = coverage(tmp_path / "out")
+    assert got["backward_unlinked_ns"] > 0 and got["forward_unrecorded_ns"] == 0
