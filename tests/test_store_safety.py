@@ -187,10 +187,11 @@ def test_a_writer_killed_at_every_step_leaves_old_or_new_and_a_rerun_equals_a_cl
         now = committed_contents(out)
         state = "old" if _same(now, old) else "new" if _same(now, new) else "mix"
         assert state != "mix", f"killed at step {k}: a reader sees a mix"
-        con = connect(out)  # and the analysis runs on it
-        assert con.execute("SELECT count(*) FROM kernel_layers").fetchone() == (now["kernels"].num_rows,)
-        del con
-        release_readers(out)
+        if state not in seen:  # and the analysis runs on it (on the same tables again at later steps of that state)
+            con = connect(out)
+            assert con.execute("SELECT count(*) FROM kernel_layers").fetchone() == (now["kernels"].num_rows,)
+            del con
+            release_readers(out)
         seen.append(state)
         normalize_many([b], out, trace_id="t", force=True).__next__()  # the re-run
         assert _same(committed_contents(out), new) and _same(public_contents(out), new)
