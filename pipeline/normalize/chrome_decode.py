@@ -206,12 +206,19 @@ def _read(path: Path) -> tuple[bytes | mmap.mmap, msgspec.Struct, list[tuple[int
     return data, _read_slow(path, data), None
 
 
+#: A top-level JSON array is the chrome trace's "JSON array format" only when it lists event objects.
+NOT_EVENTS = "a top-level array whose items are not event objects (item 0 is not a {...} object)"
+
+
 def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
     """Layout-independent: one skip-scan of the file yields a Raw slice per event."""
     try:
         if _first_char(data) == b"[":
             # The chrome trace "JSON array format": a bare list of events, no metadata.
-            return Trace(traceEvents=msgspec.json.decode(data, type=list[msgspec.Raw]))
+            events = msgspec.json.decode(data, type=list[msgspec.Raw])
+            if events and _first_char(bytes(events[0])) != b"{":  # a real memory-timeline export: two lists
+                raise BadInputError(path, f"JSON is not a chrome trace: {NOT_EVENTS}")
+            return Trace(traceEvents=events)
         trace = msgspec.json.decode(data, type=Trace)
     except msgspec.MsgspecError as e:
         if "trailing characters" in str(e) and _is_json_lines(data):

@@ -167,6 +167,13 @@ CHROME_CASES = [
     Case("chrome_gzip_cut.json.gz", _gzip_cut(_chrome(), 0.6), error="gzip stream ends early"),
     Case("chrome_not_a_trace.json", _bytes(b'{"schemaVersion": 1, "events": []}'), error="no traceEvents array"),
     Case("chrome_events_not_a_list.json", _bytes(b'{"traceEvents": 5}'), error="got `int`"),
+    # a real memory-timeline export's shape (two lists of 16,418 items): once "Expected `object`, got `array` - at
+    # `$.traceEvents[0]`", a key the file does not have
+    Case(
+        "chrome_array_of_lists.json",
+        _bytes(b"[[1.5, 2.5, 3.5], [[0, 1], [2, 3], [4, 5]]]"),
+        error="JSON is not a chrome trace: a top-level array whose items are not event objects",
+    ),
     Case("chrome_empty.json", _bytes(b""), error="file is empty"),
     # PyTorch <= 1.7's autograd profiler (export_chrome_trace before Kineto): a bare list, no categories but its
     # flow arrows', the GPU rows under the pid "CUDA functions" (torch/autograd/profiler.py of PyTorch 1.7).
