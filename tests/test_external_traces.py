@@ -51,6 +51,7 @@ OTHER_TOOLS = {
     "luxmea_legacy_autograd_profiler.json.gz": "written by the legacy autograd profiler's export",
     "tracelens_rocprofv3_908_trimmed.json.gz": "it is rocprofv3's JSON output (rocprofiler-sdk)",
 }
+NVPROF = "profilinglm_nvprof_pytorch_lm.sqlite.gz"  # an nvprof database, refused naming nvprof
 CHROME = sorted(p.name for p in EXTERNAL.glob("*.json.gz") if p.name not in KERNEL_LESS)
 NSYS = sorted(p.name for p in EXTERNAL.glob("*.sqlite.gz") if p.name not in KERNEL_LESS)
 
@@ -403,6 +404,23 @@ def test_an_unnamed_rocm6_mi250_is_gfx90a_by_its_compute_units(tmp_path: Path) -
     assert sorted(got) == [(p["id"], "gfx90a", 104, None) for p in sorted(props, key=lambda p: p["id"])]
 
 
+def test_an_nvprof_database_is_refused_naming_it(tmp_path: Path) -> None:
+    # nvprof of a PyTorch LM (emit_nvtx + apex pyprof markers, V100, 2020): its 160 kernels are in CONCURRENT_KERNEL
+    # with names in StringTable. Read as an nsys export it gave 0 kernels and exit 0 (7 of 10 real nvprof
+    # databases; another came out with numbers for kernel names).
+    path = OTHER_TOOLS_DIR / NVPROF
+    db = sqlite3.connect(gunzip_to(path, tmp_path / "plain.sqlite"))
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL").fetchone()[0]
+    db.close()
+    assert {"StringTable", "Version"} <= tables and "StringIds" not in tables and kernels == 160
+    r = tp("normalize", path, "--out", tmp_path / "out")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"error: {path}: an nvprof database (`nvprof -o`") and "nsys profile" in lines[0]
+    assert not (tmp_path / "out" / "kernels").exists()
+
+
 @pytest.mark.parametrize("name", sorted(OTHER_TOOLS))
 def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> None:
     path = OTHER_TOOLS_DIR / name
@@ -422,4 +440,4 @@ def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> 
 def test_every_file_is_tested() -> None:
     assert len(CHROME) == 6 and len(NSYS) == 2 and len(KERNEL_LESS) == 3 and len(OTHER_TOOLS) == 3
     assert {p.name for p in EXTERNAL.glob("*.gz")} == set(CHROME) | set(NSYS) | KERNEL_LESS
-    assert {p.name for p in OTHER_TOOLS_DIR.glob("*.gz")} == OTHER_TOOLS.keys()
+    assert {p.name for p in OTHER_TOOLS_DIR.glob("*.gz")} == OTHER_TOOLS.keys() | {NVPROF}

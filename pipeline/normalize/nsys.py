@@ -179,6 +179,16 @@ def _usable_tables(db: Sqlite) -> list[str]:
     return warnings
 
 
+#: An nvprof database read as an export would lose kernels (nvprof keeps them in CONCURRENT_KERNEL, their names in
+#: StringTable, its calls' threads in other columns): 7 of 10 real ones came out with no kernel, one with numbers
+#: for names.
+NVPROF = (
+    "an nvprof database (`nvprof -o`: tables StringTable and Version), not an Nsight Systems export, and its layout "
+    "is not read; record with Nsight Systems (`nsys profile -t cuda,nvtx -o REPORT COMMAND`, then `nsys export "
+    "--type sqlite REPORT.nsys-rep`) or torch.profiler"
+)
+
+
 def _no_kernels(db: Sqlite) -> list[str]:
     """The warning for an export whose capture recorded no CUDA kernel (nsys writes no kernel table then), saying
     which of three it is: CUDA not traced; CUDA traced, no kernel launched; kernels launched but their GPU activity
@@ -412,6 +422,8 @@ def _normalize_sqlite(path: Path, writer: TraceWriter, shown: Path | None = None
     with local_file(path, ".sqlite") as plain:
         db = Sqlite(plain, shown)
         try:
+            if db.tables >= nsys_map.NVPROF_TABLES and "StringIds" not in db.tables:
+                raise BadInputError(shown, NVPROF)
             if not any(t.startswith(nsys_map.NSYS_TABLE_PREFIXES) for t in db.tables):
                 raise BadInputError(
                     shown,

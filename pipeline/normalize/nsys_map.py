@@ -91,6 +91,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 #: Name prefixes of the tables only an Nsight Systems export has (every layout since before 2022): a database with
+#: Tables of an nvprof database (`nvprof -o`, versions 11 and 12 of its layout), which no nsys export has (nsys
+#: names strings in StringIds): such a file is refused naming nvprof.
+NVPROF_TABLES = frozenset({"StringTable", "Version"})
+
 #: CUDA API calls that launch GPU work, as LIKE patterns over the names nsys writes (with their ABI suffixes:
 #: ``cudaLaunchKernel_v7000``), runtime and driver: counted when an export has calls but no kernel table.
 LAUNCH_CALLS = ("cudaLaunch%", "cuLaunch%", "cudaGraphLaunch%", "cuGraphLaunch%")
