@@ -8,7 +8,7 @@
 --   text        VARCHAR: its text
 --   depth       INTEGER: 0 = outermost
 --   path        VARCHAR: the texts of the ranges enclosing it on its thread and its own, outermost -> innermost joined
---                 by '/'
+--                 by '/'; past depth 64, the path at depth 64, '/…/', its own text
 --   start_ns    BIGINT ns, CPU clock: the range's start
 --   end_ns      BIGINT ns, CPU clock: its end
 --   duration_ns BIGINT ns: end_ns - start_ns
@@ -16,12 +16,18 @@
 --   tid         BIGINT: the CPU thread that pushed it
 -- Push/pop ranges chain through parent_id (computed at normalize time); start/end ranges and GPU-side
 -- annotations are their own path.  The recursion runs once per nesting level, not per range.
+-- A range deeper than 64 (depth > 64) shows the path of its ancestor at depth 64, '/…/' and its own text: paths
+-- grow with the square of the nesting, and a real export whose 1,956 pushes were never popped (closed at the
+-- capture's end) nested 1,407 deep with texts of ~270 characters: its paths took GBs and analyze ran out of memory.
+-- Normalize warns of such ranges (pipeline/normalize/checks.py, PATH_LEVELS).
 WITH RECURSIVE chain AS (
-    SELECT trace_id, range_id, text AS path
+    SELECT trace_id, range_id, text AS path, text AS base
     FROM nvtx_ranges
     WHERE parent_id IS NULL
     UNION ALL
-    SELECT c.trace_id, c.range_id, chain.path || '/' || c.text
+    SELECT c.trace_id, c.range_id,
+           CASE WHEN c.depth <= 64 THEN chain.path || '/' || c.text ELSE chain.base || '/…/' || c.text END,
+           CASE WHEN c.depth <= 64 THEN chain.path || '/' || c.text ELSE chain.base END   -- the kept levels
     FROM nvtx_ranges c
     JOIN chain ON c.trace_id = chain.trace_id AND c.parent_id = chain.range_id
 )

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 #: The check whose count nsys normalize takes while it joins each kernel to its launch: on 10M kernels the
 #: anti-join of the staged files took 2.1 CPU-s after everything else was written.
 KERNELS_WITHOUT_CALL = "kernels_without_call"
+#: Nesting levels a range's path shows in full (sql/nvtx_paths.sql): deeper ranges show the path at this depth,
+#: '…' and their own text.
+PATH_LEVELS = 64
 #: (name, tables needed, SQL returning one count, warning text with {n}). A normalizer that counted the same
 #: thing exactly while writing puts it in ``TraceWriter.counted[name]``, and the SQL is not run.
 CHECKS: list[tuple[str, tuple[str, ...], str, str]] = [
@@ -36,6 +39,14 @@ CHECKS: list[tuple[str, tuple[str, ...], str, str]] = [
         "SELECT count(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM api_calls a "
         "WHERE a.correlation_id = k.correlation_id AND a.pid IS NOT DISTINCT FROM k.pid)",
         "{n} kernels match no launching API call by correlation id (they count as outside every layer)",
+    ),
+    (
+        "ranges_past_path_levels",
+        ("nvtx_ranges",),
+        f"SELECT count(*) FROM nvtx_ranges WHERE depth > {PATH_LEVELS}",
+        f"{{n}} NVTX ranges nest deeper than {PATH_LEVELS} levels on their thread (pushed and never popped, most "
+        f"likely: the capture's end closed them): their paths show the ranges down to depth {PATH_LEVELS}, then "
+        "'…', then their own text",
     ),
     (
         "ranges_end_before_start",
