@@ -57,3 +57,7 @@ def test_paths_past_the_level_limit_are_cut_and_said(tmp_path: Path) -> None:
     flat = connect(tmp_path / "flat").sql("SELECT kernel_id, layer FROM kernel_layers ORDER BY kernel_id").fetchall()
     deep = con.sql("SELECT kernel_id, layer FROM kernel_layers ORDER BY kernel_id").fetchall()
     assert deep == flat and any(layer for _, layer in flat)
+    # The outermost push holds every kernel launched in a range (layer_timeline walks up from those ranges only)
+    [(inside,)] = con.sql("SELECT count(*) FROM kernel_layers WHERE range_id IS NOT NULL").fetchall()
+    timeline = con.sql("SELECT kernels FROM layer_timeline WHERE layer IN ('push_0', 'push_99') ORDER BY layer")
+    assert timeline.fetchall() == [(inside,), (inside,)] and inside > 0
