@@ -257,6 +257,11 @@ def _by_content(first: bytes) -> str | None:
     return None
 
 
+#: Other profilers' files a user may take for traces: a byte string of their first 512 bytes -> what the file is.
+OTHER_FILES: dict[bytes, str] = {
+    b"<session version=": "an NVIDIA Visual Profiler session (.nvvp XML: settings, no profile data; nvprof's own "
+    "database is not read either)",
+}
 #: ncu's CSV table or log lines, looked for past a text file's first bytes (:func:`_ncu_past_head`).
 NCU_MARKERS = (b'"ID","Process ID"', b"\n==PROF==", b"\n==ERROR==", b"\n==WARNING==")
 #: Bytes read at a time in that search; each chunk keeps the tail of the one before, so a marker cut between
@@ -299,12 +304,16 @@ def detect_format(path: Path) -> str:
     found = _by_content(first)
     if found is None and b"\x00" not in first:  # text: ncu's table may come after its first bytes
         found = "ncu-csv" if _ncu_past_head(path) else None
+    other = next((what for sign, what in OTHER_FILES.items() if sign in first[:512]), None) if not found else None
     promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
     if promised and found != promised and _ALSO.get(found) != promised:
         content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"
-        raise BadInputError(path, f"named like {_WHAT[promised]} but {content}")
+        raise BadInputError(path, f"named like {_WHAT[promised]} but {f'it is {other}' if other else content}")
     if found is None:
-        raise BadInputError(path, "unrecognised format: expected nsys .sqlite/.nsys-rep, chrome trace JSON or ncu CSV")
+        what = f"it is {other}; " if other else ""
+        raise BadInputError(
+            path, f"unrecognised format: {what}expected nsys .sqlite/.nsys-rep, chrome trace JSON or ncu CSV"
+        )
     return found
 
 

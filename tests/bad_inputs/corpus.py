@@ -175,6 +175,15 @@ CHROME_CASES = [
         error="JSON is not a chrome trace: a top-level array whose items are not event objects",
     ),
     Case("chrome_empty.json", _bytes(b""), error="file is empty"),
+    # an NVIDIA Visual Profiler session's first lines, as real ones of 2019-2021 open (MIT repositories)
+    Case(
+        "visual_profiler_session.sqlite",
+        _bytes(
+            b'<?xml version="1.0"?>\n<session version="2" name="profile.nvvp" hscale="1.0E-6" normalize="false">\n'
+            b'<timelineoptions enabletimerange="false" start="-1" end="-1"/>\n</session>\n'
+        ),
+        error="it is an NVIDIA Visual Profiler session (.nvvp XML: settings, no profile data",
+    ),
     # PyTorch <= 1.7's autograd profiler (export_chrome_trace before Kineto): a bare list, no categories but its
     # flow arrows', the GPU rows under the pid "CUDA functions" (torch/autograd/profiler.py of PyTorch 1.7).
     Case(
