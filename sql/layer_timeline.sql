@@ -21,8 +21,8 @@
 -- A range's kernels include those of the ranges nested in it (a `step` spans all its layers), found by
 -- walking each innermost range that launched kernels up its parents once per nesting level.
 WITH RECURSIVE up AS (   -- from the ranges kernels were launched in only: from every range the walk is quadratic
-                          -- in the nesting (20,000 pushes never popped: 200M rows, 69 s; now 20,000 x the few ranges
-                          -- holding launches)
+                          -- in the nesting (20,000 pushes never popped: ~200M rows, 69 s; from the 25 ranges that
+                          -- hold launches, 22 s: the walk still takes a step per level, real_trace_sweep_s56.txt)
     SELECT DISTINCT trace_id, range_id AS ancestor_id, range_id FROM kernel_layers WHERE range_id IS NOT NULL
     UNION ALL
     SELECT up.trace_id, r.parent_id, up.range_id

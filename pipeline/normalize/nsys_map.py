@@ -90,7 +90,6 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "NVTX_EVENTS": ("start", "end", "eventType", "globalTid"),
 }
 
-#: Name prefixes of the tables only an Nsight Systems export has (every layout since before 2022): a database with
 #: Tables of an nvprof database (`nvprof -o`, versions 11 and 12 of its layout), which no nsys export has (nsys
 #: names strings in StringIds): such a file is refused naming nvprof.
 NVPROF_TABLES = frozenset({"StringTable", "Version"})
@@ -99,6 +98,7 @@ NVPROF_TABLES = frozenset({"StringTable", "Version"})
 #: ``cudaLaunchKernel_v7000``), runtime and driver: counted when an export has calls but no kernel table.
 LAUNCH_CALLS = ("cudaLaunch%", "cuLaunch%", "cudaGraphLaunch%", "cuGraphLaunch%")
 
+#: Name prefixes of the tables only an Nsight Systems export has (every layout since before 2022): a database with
 #: none of them is some other program's SQLite file, not a capture without kernels.
 NSYS_TABLE_PREFIXES = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "TARGET_INFO_", "META_DATA_", "OSRT_", "CUDA_GRAPH_")
 
