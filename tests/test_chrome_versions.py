@@ -197,3 +197,16 @@ def test_utf16_trace_gives_the_same_tables(modern: Path, tmp_path: Path) -> None
     assert normalize_file(path, out).warnings == []
     for sql in (KERNELS, OPS, CALLS):
         assert q(out, sql) == q(modern, sql)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_utf8_byte_order_mark_gives_the_same_tables(modern: Path, tmp_path: Path, gz: bool) -> None:
+    # The same trace re-saved with a UTF-8 byte-order mark (Notepad, PowerShell's Out-File): before, exit 2 "JSON is
+    # malformed: invalid character (byte 0)", where its UTF-16 copy read.
+    data = b"\xef\xbb\xbf" + gzip.decompress(SAMPLE.read_bytes())
+    path = tmp_path / ("trace.json.gz" if gz else "trace.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    out = tmp_path / "out-bom"
+    assert normalize_file(path, out).warnings == []
+    for sql in (KERNELS, OPS, CALLS):
+        assert q(out, sql) == q(modern, sql)

@@ -166,6 +166,8 @@ def _split(data: bytes | mmap.mmap) -> tuple[bytes, list[tuple[int, int]]] | Non
     return header, ranges
 
 
+#: A UTF-8 byte-order mark, which a trace saved by a Windows editor may start with.
+UTF8_BOM = b"\xef\xbb\xbf"
 _LEADING = re.compile(rb"[\xef\xbb\xbf \t\r\n]*")
 
 
@@ -184,12 +186,16 @@ def _load(path: Path) -> bytes | mmap.mmap:
     if not is_gzip(path):
         try:
             with open(path, "rb") as f:
-                if f.read(2) in UTF16_BOMS:
+                first = f.read(3)
+                if first[:2] in UTF16_BOMS:
                     return read_all(path)  # re-encoded as UTF-8 (msgspec reads UTF-8 only)
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                if first != UTF8_BOM:
+                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):  # an empty file cannot be mapped; read_all reports the rest
             pass
-    return read_all(path)
+    data = read_all(path)
+    # msgspec refuses a UTF-8 byte-order mark (Notepad and PowerShell write one): "malformed ... (byte 0)"
+    return data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
 
 
 def _read(path: Path) -> tuple[bytes | mmap.mmap, msgspec.Struct, list[tuple[int, int]] | None]:
