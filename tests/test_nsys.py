@@ -164,13 +164,17 @@ def test_sqlite_of_another_program_is_no_export(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "kernels").exists()
 
 
-def test_nsys_rep_without_nsys_says_how_to_convert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("suffix", [".nsys-rep", ".qdrep"])
+def test_nsys_rep_without_nsys_says_how_to_convert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
     import pipeline.normalize.nsys as nsys
 
     monkeypatch.setattr(nsys, "find_nsys", lambda: None)
-    rep = tmp_path / "run.nsys-rep"
+    rep = tmp_path / f"run{suffix}"
     rep.write_bytes((SMALLCNN / "nsys.sqlite.gz").read_bytes()[:100])  # content is nsys's business, not ours
-    with pytest.raises(BadInputError, match="needs the nsys CLI"):
+    # (a .qdrep, nsys's name before 2021.4, was called a .nsys-rep)
+    with pytest.raises(BadInputError, match=f"a \\{suffix} report needs the nsys CLI"):
         normalize_file(rep, tmp_path / "out")
 
 

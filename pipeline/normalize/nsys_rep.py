@@ -23,7 +23,8 @@ def exported_sqlite(rep: Path) -> Iterator[Path]:
     if nsys_cli is None:
         raise BadInputError(
             rep,
-            "a .nsys-rep needs the nsys CLI to convert it (not found on PATH); "
+            f"a {'.qdrep' if rep.name.lower().endswith('.qdrep') else '.nsys-rep'} report needs the nsys CLI to "
+            "convert it (not found on PATH); "
             "run `nsys export --type sqlite` on the capture host and normalize the .sqlite",
         )
     with tempfile.TemporaryDirectory(prefix="tracepipe-nsys-") as tmp:
