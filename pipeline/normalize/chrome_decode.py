@@ -31,7 +31,14 @@ from pipeline.errors import BadInputError
 from pipeline.lean import block_pandas
 from pipeline.normalize import forked
 from pipeline.normalize.chrome_events import NO_RAW, BadArgs, Collected, I64Json, Piece, decode_piece
-from pipeline.normalize.chrome_map import CAPTURE_MARK, DEVICE_FIELDS, DEVICE_KEYS, OTHER_JSON_FILES, VERSION_KEYS
+from pipeline.normalize.chrome_map import (
+    CAPTURE_MARK,
+    DEVICE_FIELDS,
+    DEVICE_KEYS,
+    OTHER_JSON_ARRAYS,
+    OTHER_JSON_FILES,
+    VERSION_KEYS,
+)
 from pipeline.normalize.sha256 import sha256_of
 from pipeline.normalize.source import UTF16_BOMS, is_gzip, read_all
 
@@ -224,6 +231,8 @@ def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
             events = msgspec.json.decode(data, type=list[msgspec.Raw])
             if events and _first_char(bytes(events[0])) != b"{":  # a real memory-timeline export: two lists
                 raise BadInputError(path, f"JSON is not a chrome trace: {NOT_EVENTS}")
+            if events and (what := _what_array_it_is(bytes(events[0]))):
+                raise BadInputError(path, f"JSON is not a chrome trace: {what}")
             return Trace(traceEvents=events)
         trace = msgspec.json.decode(data, type=Trace)
     except msgspec.MsgspecError as e:
@@ -233,6 +242,15 @@ def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
     if trace.traceEvents is None:
         raise BadInputError(path, f"JSON is not a chrome trace: {_what_json_it_is(data)}")
     return trace
+
+
+def _what_array_it_is(item: bytes) -> str | None:
+    """What a JSON array is whose first item has the keys of another tool's (``OTHER_JSON_ARRAYS``), else None."""
+    try:
+        keys = msgspec.json.decode(item, type=dict[str, msgspec.Raw]).keys()
+    except msgspec.MsgspecError:
+        return None
+    return next((what for names, what in OTHER_JSON_ARRAYS.items() if all(n in keys for n in names)), None)
 
 
 def _what_json_it_is(data: bytes | mmap.mmap) -> str:

@@ -85,6 +85,11 @@ OTHER_JSON_FILES: dict[tuple[str, ...], str] = {
     ("schema", "nodes", "finish_ts"): "it is a PyTorch execution trace (ExecutionTraceObserver, Chakra): ops and "
     "tensors, no GPU kernels; record the same run with torch.profiler and export_chrome_trace (the kernels' trace)",
 }
+#: Other tools' JSON arrays, by the keys of their first item: what the file is and what to record instead.
+OTHER_JSON_ARRAYS: dict[tuple[str, ...], str] = {
+    ("children", "frame", "metrics"): "it is a Triton proton profile (.hatchet: a tree of frames with metrics), no "
+    "trace events; record the model with torch.profiler and export_chrome_trace (Triton kernels are in its trace)",
+}
 #: The fix said when no category points at another writer.
 RECORD_WITH_KINETO = "record with torch.profiler.profile(activities=[CPU, CUDA]) and export_chrome_trace"
 
