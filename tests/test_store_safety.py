@@ -246,13 +246,14 @@ READER = """
 import sys
 from pathlib import Path
 from pipeline.analyze import connect
-out, n = Path(sys.argv[1]), int(sys.argv[2])
-counts = set()
-for _ in range(n):
+out, at_least, done = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+counts, n = set(), 0
+while n < at_least or not done.exists():  # reads while the writers write (the test makes `done` once they end)
     con = connect(out)
     counts.add(con.execute("SELECT count(*) FROM kernels").fetchone()[0])
     counts.add(-con.execute("SELECT count(*) FROM nvtx_ranges").fetchone()[0])
     con.close()
+    n += 1
 print(sorted(counts))
 """
 
@@ -265,9 +266,10 @@ def test_concurrent_writers_take_turns_and_readers_never_fail(tmp_path: Path) ->
     out = tmp_path / "out"
     assert tp("normalize", a, "--out", out, "--trace-id", "t", "--quiet").returncode == 0
     ranges = committed_contents(out)["nvtx_ranges"].num_rows
+    done = tmp_path / "writers_done"
     readers = [
         subprocess.Popen(
-            [sys.executable, "-c", READER, str(out), "10"],
+            [sys.executable, "-c", READER, str(out), "3", str(done)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -288,6 +290,7 @@ def test_concurrent_writers_take_turns_and_readers_never_fail(tmp_path: Path) ->
     for w in writers:
         _, err = w.communicate(timeout=300)
         assert w.returncode == 0, err
+    done.touch()  # (before: each reader read 10 times, most of them after the writers had ended)
     for r in readers:
         got, err = r.communicate(timeout=300)
         assert r.returncode == 0, err
