@@ -79,10 +79,12 @@ def normalize(
     skipped: list[tuple[Path, str]] = []
     files = expand_inputs(inputs, skipped)
     if not files:
-        console.fail(
-            f"no trace files in {', '.join(map(str, inputs))} (looked for {', '.join(TRACE_SUFFIXES)}): "
-            "give a file or a folder holding nsys, PyTorch or ncu traces"
+        fix = (  # a folder of archives only: say so, with the first one's fix
+            f"{skipped[0][0]} is {skipped[0][1]}" + (f" (and {len(skipped) - 1} more)" if skipped[1:] else "")
+            if skipped
+            else "give a file or a folder holding nsys, PyTorch or ncu traces"
         )
+        console.fail(f"no trace files in {', '.join(map(str, inputs))} (looked for {', '.join(TRACE_SUFFIXES)}): {fix}")
         sys.exit(EXIT_BAD_INPUT)
     if trace_id and len(files) != 1:
         raise click.UsageError("--trace-id needs exactly one input file")

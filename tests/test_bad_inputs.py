@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file
 from pipeline.schema import TABLES
 from pipeline.store import committed_files
-from tests.bad_inputs.corpus import CASES, Case, build
+from tests.bad_inputs.corpus import CASES, SMALLCNN, Case, build, packed
 
 ERRORS = [c for c in CASES if c.error]
 WARNINGS = [c for c in CASES if c.warning]
@@ -57,6 +58,30 @@ def test_cli_prints_no_summary_when_nothing_was_normalized(tmp_path: Path) -> No
     assert (r.returncode, r.stdout) == (2, "")
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"error: {path}: ") and line.endswith("profile with torch.profiler (PyTorch >= 1.8) instead")
+
+
+def test_archives_in_a_folder_are_listed_with_what_to_do(tmp_path: Path) -> None:
+    # A folder of traces shipped as archives: before, passed over in silence (a folder of them only: "no trace files
+    # ... give a file or a folder holding ... traces"). Each archive is now listed as skipped, with its fix.
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for name, kind in (("rank0.tar.gz", "tar.gz"), ("rank1.json.xz", "xz")):
+        packed(kind)(folder / name)
+
+    def normalize() -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "pipeline.cli", "normalize", str(folder), "--out", str(tmp_path / "out")]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+
+    r = normalize()
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert f"{folder / 'rank0.tar.gz'} is a tar archive: unpack it and pass what it holds (and 1 more)" in r.stderr
+    shutil.copy(SMALLCNN / "torch_trace.json.gz", folder / "rank2.json.gz")  # with a trace beside them: it is read
+    r = normalize()
+    assert r.returncode == 0, r.stderr
+    assert (
+        f"skipped {folder / 'rank1.json.xz'}: xz-compressed: decompress it (xz -d) and pass what it holds" in r.stdout
+    )
 
 
 def test_cli_prints_one_line_per_bad_file_and_exits_2(tmp_path: Path) -> None:

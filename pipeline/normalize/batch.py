@@ -40,24 +40,38 @@ _PRELOAD = ["pipeline.normalize", "pipeline.normalize.nsys", "pipeline.normalize
 #: Files a folder scan picks up; anything else in a capture folder (scripts, manifests) is not a trace.
 TRACE_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep", ".json", ".json.gz", ".csv", ".csv.gz")
 NOT_TRACES = ("manifest.json", "layers.json")
+#: Archives of traces found in a folder: listed as skipped with what to do, not silently passed over (a trace
+#: shipped as .tar.gz or .zip is common; HTA's own test data holds one). Gzip of one file is read as it is.
+ARCHIVE_SUFFIXES = {
+    ".zip": "a ZIP archive: unzip it",
+    ".tar": "a tar archive: unpack it",
+    ".tar.gz": "a tar archive: unpack it",
+    ".tgz": "a tar archive: unpack it",
+    ".json.xz": "xz-compressed: decompress it (xz -d)",
+    ".sqlite.xz": "xz-compressed: decompress it (xz -d)",
+    ".json.zst": "zstd-compressed: decompress it (zstd -d)",
+    ".sqlite.zst": "zstd-compressed: decompress it (zstd -d)",
+    ".json.bz2": "bzip2-compressed: decompress it (bunzip2)",
+}
 
 
 def expand_inputs(inputs: tuple[Path, ...], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
-    """Files as given, folders scanned for traces; a ``.nsys-rep`` beside its ``.sqlite`` is skipped
-    (and listed in ``skipped`` with the reason, when given)."""
+    """Files as given, folders scanned for traces; a ``.nsys-rep`` beside its ``.sqlite`` is skipped, and archives
+    (``ARCHIVE_SUFFIXES``) are not read (each listed in ``skipped`` with the reason, when given)."""
     files: list[Path] = []
     for p in inputs:
         if not p.is_dir():
             files.append(p)
             continue
-        found = sorted(
-            f
-            for f in p.rglob("*")
-            if f.is_file()
-            and f.name.lower().endswith(TRACE_SUFFIXES)
-            and f.name not in NOT_TRACES
-            and not any(part.startswith(".") for part in f.relative_to(p).parts)
+        visible = sorted(
+            f for f in p.rglob("*") if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
         )
+        found = [f for f in visible if f.name.lower().endswith(TRACE_SUFFIXES) and f.name not in NOT_TRACES]
+        if skipped is not None:
+            for f in visible:
+                why = next((why for ext, why in ARCHIVE_SUFFIXES.items() if f.name.lower().endswith(ext)), None)
+                if why is not None:
+                    skipped.append((f, f"{why} and pass what it holds"))
         for f in found:
             if f.suffix in (".nsys-rep", ".qdrep") and _has_sqlite_beside(f):
                 if skipped is not None:

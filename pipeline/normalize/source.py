@@ -257,11 +257,28 @@ def _by_content(first: bytes) -> str | None:
     return None
 
 
-#: Other profilers' files a user may take for traces: a byte string of their first 512 bytes -> what the file is.
-OTHER_FILES: dict[bytes, str] = {
-    b"<session version=": "an NVIDIA Visual Profiler session (.nvvp XML: settings, no profile data; nvprof's own "
-    "database is not read either)",
+#: Files a user may take for traces, by their first bytes (after gzip is undone): (offset, bytes there; offset None:
+#: anywhere in the first 512) -> what the file is and what to do. Archives first: a trace is often shipped zipped
+#: or tarred (HTA's own test data holds a .tar.gz of Kineto traces).
+OTHER_FILES: dict[tuple[int | None, bytes], str] = {
+    (0, b"PK\x03\x04"): "a ZIP archive (an .xlsx workbook is one); unzip it and pass the trace files inside",
+    (257, b"ustar"): "a tar archive; unpack it (tar -xf) and pass its trace files or their folder",
+    (0, b"\xfd7zXZ\x00"): "an xz archive; decompress it (xz -d) and pass the file (gzip is read as it is)",
+    (0, b"\x28\xb5\x2f\xfd"): "a zstd archive; decompress it (zstd -d) and pass the file (gzip is read as it is)",
+    (0, b"BZh91AY&SY"): "a bzip2 archive; decompress it (bunzip2) and pass the file (gzip is read as it is)",
+    (None, b"<session version="): "an NVIDIA Visual Profiler session (.nvvp XML: settings, no profile data; nvprof's "
+    "own database is not read either)",
 }
+
+
+def _other_file(first: bytes) -> str | None:
+    """What a file matching no format is, by OTHER_FILES, or None."""
+    for (at, sign), what in OTHER_FILES.items():
+        if (sign in first[:512]) if at is None else first[at : at + len(sign)] == sign:
+            return what
+    return None
+
+
 #: ncu's CSV table or log lines, looked for past a text file's first bytes (:func:`_ncu_past_head`).
 NCU_MARKERS = (b'"ID","Process ID"', b"\n==PROF==", b"\n==ERROR==", b"\n==WARNING==")
 #: Bytes read at a time in that search; each chunk keeps the tail of the one before, so a marker cut between
@@ -304,7 +321,7 @@ def detect_format(path: Path) -> str:
     found = _by_content(first)
     if found is None and b"\x00" not in first:  # text: ncu's table may come after its first bytes
         found = "ncu-csv" if _ncu_past_head(path) else None
-    other = next((what for sign, what in OTHER_FILES.items() if sign in first[:512]), None) if not found else None
+    other = _other_file(first) if not found else None
     promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
     if promised and found != promised and _ALSO.get(found) != promised:
         content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"

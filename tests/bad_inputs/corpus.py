@@ -11,10 +11,15 @@ containing the text is recorded in trace_meta.
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import io
+import lzma
 import shutil
 import sqlite3
 import sys
+import tarfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +142,27 @@ def _chrome(edit: Callable[[str], str] = lambda s: s) -> Callable[[Path], None]:
     return lambda dest: dest.write_text(edit(_chrome_text()))
 
 
+def packed(kind: str) -> Callable[[Path], None]:
+    """The sample's trace as one member of an archive (kind: zip, tar.gz, xz, bz2), written under the case's name."""
+
+    def make(dest: Path) -> None:
+        data = _chrome_text().encode()
+        if kind == "zip":
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w") as z:
+                z.writestr("trace.json", data)
+            dest.write_bytes(buf.getvalue())
+        elif kind == "tar.gz":
+            info = tarfile.TarInfo("trace.json")
+            info.size = len(data)
+            with tarfile.open(dest, "w:gz") as t:
+                t.addfile(info, io.BytesIO(data))
+        else:
+            dest.write_bytes(lzma.compress(data) if kind == "xz" else bz2.compress(data))
+
+    return make
+
+
 def _ncu(edit: Callable[[list[str], int], list[str]]) -> Callable[[Path], None]:
     def make(dest: Path) -> None:
         lines = (SMALLCNN / "ncu_raw.csv").read_text().splitlines(keepends=True)
@@ -175,6 +201,11 @@ CHROME_CASES = [
         error="JSON is not a chrome trace: a top-level array whose items are not event objects",
     ),
     Case("chrome_empty.json", _bytes(b""), error="file is empty"),
+    # a trace shipped in an archive (HTA's own test data holds a .tar.gz of Kineto traces): named, with the fix
+    Case("chrome_zipped.json", packed("zip"), error="but it is a ZIP archive (an .xlsx workbook is one); unzip it"),
+    Case("chrome_tarred.json.gz", packed("tar.gz"), error="but it is a tar archive; unpack it (tar -xf)"),
+    Case("chrome_xz.json", packed("xz"), error="but it is an xz archive; decompress it (xz -d)"),
+    Case("chrome_bz2.json", packed("bz2"), error="but it is a bzip2 archive; decompress it (bunzip2)"),
     # an NVIDIA Visual Profiler session's first lines, as real ones of 2019-2021 open (MIT repositories)
     Case(
         "visual_profiler_session.sqlite",
