@@ -51,6 +51,7 @@ OTHER_TOOLS = {
     "luxmea_legacy_autograd_profiler.json.gz": "written by the legacy autograd profiler's export",
     "tracelens_rocprofv3_908_trimmed.json.gz": "it is rocprofv3's JSON output (rocprofiler-sdk)",
     "tritonbench_proton_hatchet.json.gz": "it is a Triton proton profile (.hatchet: a tree of frames with metrics)",
+    "speedscope_chrome116_devtools.json.gz": "written by Chrome's DevTools (a web page's performance trace",
 }
 NVPROF = "profilinglm_nvprof_pytorch_lm.sqlite.gz"  # an nvprof database, refused naming nvprof
 CHROME = sorted(p.name for p in EXTERNAL.glob("*.json.gz") if p.name not in KERNEL_LESS)
@@ -433,6 +434,8 @@ def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> 
     if name.startswith("luxmea"):  # the legacy profiler's bare list: its rows counted as one group, not by name
         assert f"({len(content)} events, none a kernel, cpu_op or CUDA API call; categories: (no category) " in lines[0]
         assert len(lines[0]) < 600
+    elif name.startswith("speedscope"):  # a chrome trace indeed, of a browser: told by its categories
+        assert "traceEvents" in content and lines[0].startswith(f"error: {path}: no profiler activity in traceEvents")
     else:  # an object without traceEvents, or an array of another tool's items
         assert "traceEvents" not in content or isinstance(content, list)
         assert lines[0].startswith(f"error: {path}: JSON is not a chrome trace: ")
@@ -440,6 +443,6 @@ def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> 
 
 
 def test_every_file_is_tested() -> None:
-    assert len(CHROME) == 6 and len(NSYS) == 2 and len(KERNEL_LESS) == 3 and len(OTHER_TOOLS) == 4
+    assert len(CHROME) == 6 and len(NSYS) == 2 and len(KERNEL_LESS) == 3 and len(OTHER_TOOLS) == 5
     assert {p.name for p in EXTERNAL.glob("*.gz")} == set(CHROME) | set(NSYS) | KERNEL_LESS
     assert {p.name for p in OTHER_TOOLS_DIR.glob("*.gz")} == OTHER_TOOLS.keys() | {NVPROF}

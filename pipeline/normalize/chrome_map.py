@@ -72,9 +72,14 @@ _LEGACY_AUTOGRAD = (
 )
 #: Categories (and groups of uncategorized rows, above) only another writer's chrome traces have -> what wrote the
 #: file and what to do instead: the error for a file with nothing this reader models says it.
+_BROWSER = (
+    "Chrome's DevTools (a web page's performance trace: no GPU kernels of a model); profile the model with "
+    "torch.profiler and export_chrome_trace"
+)
 OTHER_WRITERS: dict[str, str] = {
     "cpu_to_cuda": _LEGACY_AUTOGRAD,
     **dict.fromkeys(UNCATEGORIZED_BY_PID.values(), _LEGACY_AUTOGRAD),
+    **dict.fromkeys(("devtools.timeline", "disabled-by-default-devtools.timeline"), _BROWSER),
 }
 #: Top-level keys of other tools' JSON files (no ``traceEvents``; every key of the tuple present) -> what the file
 #: is and what to do instead: the error for such a file says it (each from a real file of another project's tests,
