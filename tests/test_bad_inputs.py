@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,18 @@ def test_archives_in_a_folder_are_listed_with_what_to_do(tmp_path: Path) -> None
     assert (
         f"skipped {folder / 'rank1.json.xz'}: xz-compressed: decompress it (xz -d) and pass what it holds" in r.stdout
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [("tpu.xplane.pb", "a TensorFlow/JAX profiler XPlane"), ("trace.pftrace", "a Perfetto trace (protobuf)")],
+)
+def test_protobuf_traces_of_other_profilers_are_named(tmp_path: Path, name: str, said: str) -> None:
+    # They carry no signature of their own: told by name. The first bytes of openxla/xprof's TPU XPlane sample.
+    path = tmp_path / name
+    path.write_bytes(b"\x0a\xef\xbf\xbd\xef\xbf\xbd\x06\x08\x02\x12\x0a/device:TPU:0")
+    with pytest.raises(BadInputError, match=f"unrecognised format: it is {re.escape(said)}"):
+        normalize_file(path, tmp_path / "out")
 
 
 def test_cli_prints_one_line_per_bad_file_and_exits_2(tmp_path: Path) -> None:

@@ -271,12 +271,20 @@ OTHER_FILES: dict[tuple[int | None, bytes], str] = {
 }
 
 
-def _other_file(first: bytes) -> str | None:
-    """What a file matching no format is, by OTHER_FILES, or None."""
+#: Other profilers' files without a signature of their own (protobuf), by name: ending -> what the file is.
+OTHER_NAMES: dict[str, str] = {
+    ".xplane.pb": "a TensorFlow/JAX profiler XPlane (protobuf), not read; profile a PyTorch model with torch.profiler",
+    ".pftrace": "a Perfetto trace (protobuf), not read; tracepipe reads a PyTorch profiler's chrome trace JSON",
+    ".perfetto-trace": "a Perfetto trace (protobuf), not read; tracepipe reads a PyTorch profiler's chrome trace JSON",
+}
+
+
+def _other_file(first: bytes, name: str) -> str | None:
+    """What a file matching no format is, by its first bytes (OTHER_FILES) or its name (OTHER_NAMES), or None."""
     for (at, sign), what in OTHER_FILES.items():
         if (sign in first[:512]) if at is None else first[at : at + len(sign)] == sign:
             return what
-    return None
+    return next((what for end, what in OTHER_NAMES.items() if name.endswith(end)), None)
 
 
 #: ncu's CSV table or log lines, looked for past a text file's first bytes (:func:`_ncu_past_head`).
@@ -321,7 +329,7 @@ def detect_format(path: Path) -> str:
     found = _by_content(first)
     if found is None and b"\x00" not in first:  # text: ncu's table may come after its first bytes
         found = "ncu-csv" if _ncu_past_head(path) else None
-    other = _other_file(first) if not found else None
+    other = _other_file(first, name) if not found else None
     promised = next((fmt for ext, fmt in _BY_NAME.items() if name.endswith(ext)), None)
     if promised and found != promised and _ALSO.get(found) != promised:
         content = f"its content looks like {_WHAT[found]}" if found else "its content is none of the known formats"
