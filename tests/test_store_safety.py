@@ -287,10 +287,12 @@ def test_concurrent_writers_take_turns_and_readers_never_fail(tmp_path: Path) ->
         )
         for src in (a, b, a, b)
     ]
-    for w in writers:
-        _, err = w.communicate(timeout=300)
-        assert w.returncode == 0, err
-    done.touch()  # (before: each reader read 10 times, most of them after the writers had ended)
+    try:
+        ended = [(w.communicate(timeout=300)[1], w.returncode) for w in writers]
+    finally:  # the readers stop even when a writer fails or hangs (before: 10 reads each, most after the writers)
+        done.touch()
+    for err, code in ended:
+        assert code == 0, err
     for r in readers:
         got, err = r.communicate(timeout=300)
         assert r.returncode == 0, err
