@@ -245,6 +245,37 @@ def test_terminal_summary_fits_40_lines_for_many_traces(analysis: Path, tmp_path
     assert overflows(tmp_path / "r" / "report.html") == []
 
 
+def test_figures_drawn_by_workers_are_those_drawn_in_process(analysis: Path, tmp_path: Path) -> None:
+    """--jobs: the figures drawn on worker processes are byte for byte those of one process, in the same places
+    of the same page (figures of 4 traces: 8 PNGs, two workers)."""
+    many_traces(analysis, tmp_path / "a", 4)
+    here = build_report(tmp_path / "a", tmp_path / "one", jobs=1)
+    there = build_report(tmp_path / "a", tmp_path / "two", jobs=2)
+    assert [p.name for p in there.pngs] == [p.name for p in here.pngs] and len(here.pngs) == 8
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(here.pngs, there.pngs, strict=True))
+    stamp = re.compile(r"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
+    pages = [stamp.sub("", r.html.read_text()) for r in (here, there)]
+    assert pages[0] == pages[1] and "\x00" not in pages[0]
+
+
+def test_workers_for_the_figures() -> None:
+    from pipeline.report.figures import workers_for
+
+    assert workers_for(3, 16) == 1  # one trace: drawn here, no worker's start to pay
+    assert workers_for(11, 16) == 1 and workers_for(12, 16) == 2  # one worker per 6 figures
+    assert workers_for(109, 16) == 4 and workers_for(109, 2) == 2 and workers_for(109, 1) == 1
+
+
+def test_a_worker_dying_names_the_figure(tmp_path: Path) -> None:
+    import os
+
+    from pipeline.report.figures import Figures
+
+    with Figures(2) as drawn, pytest.raises(RuntimeError, match=r"died .*t\.timeline\.png"):
+        drawn.add(tmp_path / "t.timeline.png", "GPU timeline", True, os._exit, 9)
+        drawn.wait()
+
+
 def test_kernel_table_orders_equal_times_by_first_launch() -> None:
     """Kernels of one layer with equal GPU time are listed in launch order, the same on every run."""
     names = [f"k{i:02d}" for i in range(40)]

@@ -21,9 +21,11 @@ from pathlib import Path
 import polars as pl
 
 from pipeline import console
+from pipeline.lean import cores
 from pipeline.outputs import output_folder, refuse_inside_normalized, writing
 from pipeline.report import EMBEDDED_FIGURES, detail, tables
 from pipeline.report.data import Views, load
+from pipeline.report.figures import Figure, Figures, workers_for
 from pipeline.report.html import (
     MAX_LAYER_ROWS,
     Col,
@@ -44,6 +46,8 @@ from pipeline.report.html import (
 from pipeline.report.html import name as cut_name
 
 TOP_N = 5
+#: a trace's figures: the layer bars, the SM heatmap and the timeline
+FIGURES_PER_TRACE = 3
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
@@ -168,27 +172,19 @@ class _TraceBuilder:
         views: Views,
         trace: str,
         out: Path,
-        pngs: list[Path],
+        figures: Figures,
         findings: pl.DataFrame | None = None,
         embed: bool = True,
     ) -> None:
-        self.v, self.trace, self.out, self.pngs = views, trace, out, pngs
+        self.v, self.trace, self.out, self.figures = views, trace, out, figures
         self.findings = findings
         self.embed = embed
         self.parts: list[str] = []
         self.rep: TraceReport | None = None
 
-    def _png(self, kind: str, data: bytes, alt: str) -> str:
-        path = write_atomic(self.out / f"{slug(self.trace)}.{kind}.png", data)
-        self.pngs.append(path)
-        if self.embed:
-            return image(data, alt)
-        return linked_image(
-            path.name,
-            alt,
-            "the page embeds the figures of the traces with the most GPU time: tracepipe report --figures all "
-            "embeds every trace's",
-        )
+    def _png(self, kind: str, alt: str, render: Callable[..., bytes], *args: object) -> str:
+        """The placeholder of figure ``render(*args)``, written to ``<trace>.<kind>.png`` (:func:`figure_html`)."""
+        return self.figures.add(self.out / f"{slug(self.trace)}.{kind}.png", alt, self.embed, render, *args)
 
     def tables(self) -> None:
         from pipeline.report.plots import layer_colours
@@ -234,7 +230,7 @@ class _TraceBuilder:
     def layers(self) -> None:
         from pipeline.report.plots import layer_bars
 
-        img = self._png("layer_time", layer_bars(self.by_name, self.by_path, self.colours, self.trace), "GPU time")
+        img = self._png("layer_time", "GPU time", layer_bars, self.by_name, self.by_path, self.colours, self.trace)
         macs = self.v.unavailable.get("macs")
         if macs is None and (
             "macs" not in self.by_path.columns or self.by_path["macs"].null_count() == self.by_path.height
@@ -293,7 +289,7 @@ class _TraceBuilder:
         self.parts.append(
             block(
                 "Load per SM",
-                self._png("sm_load", sm_heatmap(load_, self.trace), "SM load heatmap"),
+                self._png("sm_load", "SM load heatmap", sm_heatmap, load_, self.trace),
                 note(
                     f"Model, not measurement: each SM's {load_.value_name} from layer_sm_load's round-robin dispatch "
                     "estimate, on one absolute (log) scale for every layer so layers compare; black = no block "
@@ -322,7 +318,7 @@ class _TraceBuilder:
         self.parts.append(
             block(
                 "GPU timeline of one iteration",
-                self._png("timeline", timeline(w, self.colours, self.trace), "GPU timeline"),
+                self._png("timeline", "GPU timeline", timeline, w, self.colours, self.trace),
                 f"<p>{_html.escape(caption)}</p>",
                 note(
                     "Top lanes: NVTX ranges drawn over the GPU span of the kernels they launched; bottom lanes: "
@@ -340,6 +336,18 @@ class _TraceBuilder:
             _Stage(f"{self.trace} timeline", self.timeline),
             _Stage(f"{self.trace} steps and memory", self.steps_and_memory),
         ]
+
+
+def figure_html(f: Figure) -> str:
+    """A drawn figure on the page: embedded, or a link to its PNG beside the page."""
+    if f.embed:
+        return image(f.png, f.alt)  # type: ignore[arg-type]
+    return linked_image(
+        f.path.name,
+        f.alt,
+        "the page embeds the figures of the traces with the most GPU time: tracepipe report --figures all "
+        "embeds every trace's",
+    )
 
 
 def embedded_traces(views: Views, figures: int | None) -> set[str]:
@@ -361,22 +369,28 @@ def build_report(
     quiet: bool = True,
     diff: tuple[str, str] | None = None,
     figures: int | None = EMBEDDED_FIGURES,
+    jobs: int | None = 1,
 ) -> Report:
     """Write ``out/report.html`` and ``out/<trace>.<figure>.png``; BadInputError (nothing written) when
     ``analysis`` is not an analysis folder. ``diff``: two runs (``tracepipe diff`` A and B) compared in a
     section of their own; a folder of several ranks gets a ranks section. ``figures``: how many traces' figures
-    the page embeds (the others' are linked files; None: every trace's)."""
+    the page embeds (the others' are linked files; None: every trace's). ``jobs``: processes drawing the figures
+    (1: this one; None: :func:`~pipeline.report.figures.workers_for` their number). Workers start by the
+    forkserver, which imports the calling script's main module: a script calling this with ``jobs`` other
+    than 1 needs the ``if __name__ == "__main__":`` guard (the command line has it)."""
     refuse_inside_normalized(out)  # before any work: nothing is ever written inside normalized data
     views = load(analysis)
     extra = _extra_sections(analysis, out, diff)
     output_folder(out)
-    pngs: list[Path] = []
     findings = _read_findings(analysis)
     embedded = embedded_traces(views, figures)
-    builders = [_TraceBuilder(views, t, out, pngs, findings, t in embedded) for t in views.trace_ids]
-    stages = [s for b in builders for s in b.stages()]
-    for stage in console.progress(stages, len(stages), "report", quiet):
-        stage.run()
+    workers = workers_for(FIGURES_PER_TRACE * len(views.trace_ids), cores()) if jobs is None else jobs
+    with Figures(workers) as drawn:
+        builders = [_TraceBuilder(views, t, out, drawn, findings, t in embedded) for t in views.trace_ids]
+        stages = [s for b in builders for s in b.stages()]
+        for stage in console.progress(stages, len(stages), "report", quiet):
+            stage.run()
+        pngs = [write_atomic(f.path, f.png) for f in drawn.wait(quiet)]  # type: ignore[arg-type]
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = Page(
         "tracepipe report",
@@ -388,7 +402,7 @@ def build_report(
     page.sections += [(anchor, heading, body) for anchor, heading, body, _ in extra]
     pngs += [write_atomic(out / name, png) for *_, (name, png) in extra]
     for b in builders:
-        page.sections.append((slug(b.trace), b.trace, "".join(b.parts)))
+        page.sections.append((slug(b.trace), b.trace, drawn.fill("".join(b.parts), figure_html)))
     if ncu_only := detail.ncu_only_section(views):
         page.sections.append(ncu_only)
     html_path = write_atomic(out / "report.html", page.render().encode())

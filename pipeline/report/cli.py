@@ -42,7 +42,23 @@ DEFAULT_REPORT = Path("report")
     help="Embed the figures of the N traces with the most GPU time (all: every trace's); the others' figures are "
     "PNG files beside report.html, linked from their sections.",
 )
-def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[str, str] | None, figures: str) -> None:
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Draw the figures in this many processes (1: this one). Default: one per 6 figures, at most 4 and the "
+    "allowed cores.",
+)
+def report(
+    analyzed: Path,
+    out: Path,
+    as_json: bool,
+    quiet: bool,
+    diff: tuple[str, str] | None,
+    figures: str,
+    jobs: int | None,
+) -> None:
     """Turn the Parquet of `tracepipe analyze` into report.html, PNG figures and a terminal summary.
 
     The page and the summary open with the findings (what to fix in which layer, most GPU time at stake first:
@@ -65,7 +81,12 @@ def report(analyzed: Path, out: Path, as_json: bool, quiet: bool, diff: tuple[st
     if figures != "all" and not (figures.isdigit() and int(figures) >= 0):
         raise click.BadParameter(f"{figures!r}: give a number of traces or all", param_hint="--figures")
     rep = build_report(
-        analyzed, out, quiet=quiet or as_json, diff=diff, figures=None if figures == "all" else int(figures)
+        analyzed,
+        out,
+        quiet=quiet or as_json,
+        diff=diff,
+        figures=None if figures == "all" else int(figures),
+        jobs=jobs,
     )
     if as_json:
         click.echo(json.dumps(rep.to_json()))
