@@ -276,6 +276,34 @@ def test_a_worker_dying_names_the_figure(tmp_path: Path) -> None:
         drawn.wait()
 
 
+def test_a_killed_report_leaves_no_worker(analysis: Path, tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer) on a report drawing on workers: each worker, and so the forkserver above it, exits
+    once the report's process is gone, instead of waiting on its queue forever."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    many_traces(analysis, tmp_path / "a", 12)
+    cmd = [sys.executable, "-m", "pipeline.cli", "report", tmp_path / "a", "--out", tmp_path / "r", "-q", "-j", "2"]
+    proc = subprocess.Popen(cmd)
+    report = psutil.Process(proc.pid)
+    workers: list[psutil.Process] = []
+    give_up = time.monotonic() + 120
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < give_up:
+        workers = [p for p in report.children(recursive=True) if p.ppid() != proc.pid]  # the forkserver's children
+        time.sleep(0.02)
+    assert len(workers) == 2 and proc.poll() is None, "the report ended before its workers could be seen"
+    everyone = report.children(recursive=True)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _, alive = psutil.wait_procs(everyone, timeout=30)
+    assert alive == []
+    assert not (tmp_path / "r" / "report.html").exists()
+
+
 def test_kernel_table_orders_equal_times_by_first_launch() -> None:
     """Kernels of one layer with equal GPU time are listed in launch order, the same on every run."""
     names = [f"k{i:02d}" for i in range(40)]

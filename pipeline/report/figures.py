@@ -8,7 +8,10 @@ in this process: the same functions run on the same data (benchmarks/results/rep
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -24,6 +27,8 @@ FIGURES_PER_WORKER = 6
 #: at most this many workers (~120 MB each while drawing): 4 cut the demo report's figures to about a quarter
 MAX_WORKERS = 4
 _TOKEN = re.compile(r"\x00figure:(\d+)\x00")
+#: how often a worker looks whether the report's process is still there
+WATCH_S = 0.5
 
 
 def workers_for(figures: int, cores: int) -> int:
@@ -62,7 +67,9 @@ class Figures:
                 # mid-flight; the server imports the plotting module once, and every worker forks from it ready
                 ctx = get_context("forkserver")
                 ctx.set_forkserver_preload(["pipeline.report.plots"])
-                self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+                self._pool = ProcessPoolExecutor(
+                    max_workers=workers, mp_context=ctx, initializer=_exit_with, initargs=(os.getpid(),)
+                )
             except (OSError, NotImplementedError, ValueError):  # no semaphores or no forkserver here: draw in line
                 self._pool = None
 
@@ -99,3 +106,19 @@ class Figures:
     def fill(self, text: str, html_of: Callable[[Figure], str]) -> str:
         """``text`` with each placeholder replaced by ``html_of`` its figure (after :meth:`wait`)."""
         return _TOKEN.sub(lambda m: html_of(self.items[int(m[1])]), text)
+
+
+def _exit_with(pid: int) -> None:
+    """In a worker: exit once process ``pid`` (the report's) is gone. A worker waits for work on a queue whose
+    writing end it holds too, so a report killed (SIGKILL, the OOM killer) would leave it, and the forkserver
+    above it, waiting forever."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCH_S)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="tracepipe-report-watch", daemon=True).start()
