@@ -115,9 +115,9 @@ def test_no_thread_runs_when_decode_workers_fork(tmp_path: Path) -> None:
     script = f"""
 import os, threading
 from pathlib import Path
-from pipeline.normalize import chrome_decode, forked, normalize_file
+from pipeline.normalize import chrome_decode, normalize_file
 chrome_decode.CHUNK_BYTES = 3000  # many pieces: workers are forked
-forked.cores = lambda: 2
+chrome_decode.cores = lambda: 2
 threads_at_fork = []
 real_fork = os.fork
 def fork():

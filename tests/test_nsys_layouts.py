@@ -288,7 +288,7 @@ def test_missing_columns_are_null_and_said_once(tmp_path: Path, monkeypatch: pyt
     # threads: the kernels read on a thread of their own connection, whose missing columns are said all the same.
     if threads:
         monkeypatch.setattr(nsys, "THREAD_MIN_ROWS", 1)
-        monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+        monkeypatch.setattr(nsys, "cores", lambda: 2)
     path = tmp_path / "few.sqlite"
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")

@@ -99,7 +99,7 @@ def test_a_large_export_s_kernels_are_written_by_a_fresh_child_process_and_equal
     monkeypatch.setattr(nsys, "_child_command", spy)
     monkeypatch.setattr(os, "fork", no_fork)
     monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
-    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys, "cores", lambda: 2)
     parallel = tmp_path / "parallel"
     normalize_file(path, parallel)
     assert [c[1:3] for c in started] == [["-m", "pipeline.normalize.nsys_kernels"]]  # one fresh interpreter
@@ -112,7 +112,7 @@ def test_a_large_export_s_kernels_are_written_by_a_fresh_child_process_and_equal
 def test_a_child_that_fails_is_a_tool_error_naming_the_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _sqlite(tmp_path)
     monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
-    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys, "cores", lambda: 2)
     monkeypatch.setattr(nsys, "_child_command", lambda args: ["false"])  # exits 1 without a word
     with pytest.raises(RuntimeError, match=r"writing the kernels of .*nsys\.sqlite: the process writing the kernels"):
         normalize_file(path, tmp_path / "out")
@@ -122,7 +122,7 @@ def test_inside_a_worker_process_the_kernels_are_written_in_it(tmp_path: Path, m
     """A normalize --jobs worker (or a Dask worker) has siblings on the other cores: no child of its own."""
     path = _sqlite(tmp_path)
     monkeypatch.setattr(nsys, "PARALLEL_MIN_KERNELS", 1)
-    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys, "cores", lambda: 2)
     monkeypatch.setattr(nsys.multiprocessing, "parent_process", lambda: object())
     monkeypatch.setattr(nsys, "_child_command", lambda args: pytest.fail("started a kernels child in a worker"))
     normalize_file(path, tmp_path / "out")
@@ -149,7 +149,7 @@ def test_a_mid_size_export_s_kernels_and_calls_are_written_by_threads_and_equal_
 
         monkeypatch.setattr(nsys, name, spy)
     monkeypatch.setattr(nsys, "THREAD_MIN_ROWS", 1)
-    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys, "cores", lambda: 2)
     monkeypatch.setattr(nsys, "_child_command", lambda args: pytest.fail("started a kernels child below its size"))
     threaded = tmp_path / "threaded"
     normalize_file(path, threaded)
@@ -169,7 +169,7 @@ def test_a_thread_that_fails_fails_the_input_and_commits_nothing(
 ) -> None:
     path = _sqlite(tmp_path)
     monkeypatch.setattr(nsys, "THREAD_MIN_ROWS", 1)
-    monkeypatch.setattr(nsys.forked, "cores", lambda: 2)
+    monkeypatch.setattr(nsys, "cores", lambda: 2)
 
     def broken(path: Path, shown: Path, writer: object) -> None:
         raise BadInputError(shown, "sqlite query failed (disk I/O error)")

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import BadInputError
-from pipeline.lean import block_pandas
+from pipeline.lean import block_pandas, cores
 from pipeline.normalize import forked
 from pipeline.normalize.chrome_events import NO_RAW, BadArgs, Collected, I64Json, Piece, decode_piece
 from pipeline.normalize.chrome_map import (
@@ -289,7 +289,7 @@ def _workers(pieces: int) -> int:
     or while another Python thread runs (a fork would copy the locks it holds: the child could deadlock)."""
     if not forked.available() or threading.active_count() > 1:
         return 1
-    return max(1, min(MAX_WORKERS, forked.cores(), pieces))
+    return max(1, min(MAX_WORKERS, cores(), pieces))
 
 
 def _collect_fast(data: bytes | mmap.mmap, ranges: list[tuple[int, int]], digest: _Digest | None) -> Collected:

@@ -42,13 +42,6 @@ def available() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
 
 
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def imap(fn: Callable[[int], T], count: int, children: int, init: Callable[[], None] | None = None) -> Iterator[T]:
     """``fn(0), fn(1), ...`` computed in ``children`` forked processes, yielded in index order.
 

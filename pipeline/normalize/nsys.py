@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
-from pipeline.lean import ARROW_THREADS_ENV, jemalloc_pool, size_arrow_pool
-from pipeline.normalize import forked, nsys_map, nsys_raw
+from pipeline.lean import ARROW_THREADS_ENV, cores, jemalloc_pool, size_arrow_pool
+from pipeline.normalize import nsys_map, nsys_raw
 from pipeline.normalize.nesting import with_nesting
 from pipeline.normalize.nsys_sql import (
     KERNEL_TABLE,
@@ -345,7 +345,7 @@ def _in_thread(fn: Callable[..., object], *args: object) -> Callable[[], None]:
 def _side_work_allowed() -> bool:
     """Whether a table may be written beside this thread: 2+ cores, and not inside a worker process
     (normalize --jobs, a Dask worker), whose siblings already use the other cores."""
-    return forked.cores() > 1 and multiprocessing.parent_process() is None
+    return cores() > 1 and multiprocessing.parent_process() is None
 
 
 def _wait_all(waits: list[Callable[[], None]]) -> None:
