@@ -11,6 +11,7 @@ limit is sized to the input and its spill folder is private. Writing the views t
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import shutil
@@ -50,6 +51,24 @@ MEMORY_PER_GPU_OP = 160
 #: Most disk DuckDB may spill to (in a private folder under TMPDIR, removed when the connection goes)
 #: unless TRACEPIPE_TEMP_LIMIT says otherwise.
 DEFAULT_TEMP_LIMIT = "20GB"
+
+
+@functools.cache
+def defers_binding() -> bool:
+    """Whether this DuckDB creates a view without binding it (``WITH (DEFER_BINDING)``, DuckDB 2.0)."""
+    try:
+        duckdb.connect().execute("CREATE VIEW probe WITH (DEFER_BINDING) AS SELECT 1")
+    except duckdb.Error:
+        return False
+    return True
+
+
+def view_sql(name: str, body: str) -> str:
+    """The statement creating (or replacing) view ``name`` over ``body``, bound when a statement first reads it
+    where DuckDB allows (:func:`defers_binding`). Binding at creation expands every view the body reads, down to
+    the tables: creating the 54 views of a tiny trace took 2.4 s (findings alone 0.66 s), all of it spent again
+    by the statement that reads them (benchmarks/results/deferred_views.txt)."""
+    return f"CREATE OR REPLACE VIEW {name}{' WITH (DEFER_BINDING)' if defers_binding() else ''} AS\n{body}"
 
 
 def _empty(schema: pa.Schema) -> pa.Table:
@@ -169,8 +188,8 @@ def create_views(
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
         # (a shared one is computed by the statement anyway: once into a table rather than in each reader)
         as_table = (materialize and ON_REQUEST not in files[name].read_text()) or (name in tables and scratch is None)
-        kind = "TEMP TABLE" if as_table else "VIEW"
-        con.execute(f"CREATE OR REPLACE {kind} {name} AS\n{_body(files[name])}")
+        body = _body(files[name])
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS\n{body}" if as_table else view_sql(name, body))
         if name in tables and scratch is not None:
             parquet = scratch / f"{name}.parquet"
             copy_view(con, name, parquet, "parquet")
