@@ -137,7 +137,7 @@ SQL_FORMATS = ("table", "csv", "json", "markdown", "line", "parquet")
 
 
 @click.command(cls=CatalogCommand)
-@click.argument("normalized", type=click.Path(path_type=Path))
+@click.argument("normalized", metavar="FOLDER", type=click.Path(path_type=Path))
 @click.argument("query", required=False)
 @click.option(
     "--format",
@@ -156,7 +156,10 @@ SQL_FORMATS = ("table", "csv", "json", "markdown", "line", "parquet")
 def sql(
     normalized: Path, query: str | None, fmt: str | None, output: Path | None, max_rows: int, device: str | None
 ) -> None:
-    """Run DuckDB SQL over NORMALIZED with every table and view registered (read-only).
+    """Run DuckDB SQL over FOLDER with every table and view registered (read-only).
+
+    FOLDER is a normalized folder (every table, and every view computed as a statement reads it) or an analysis
+    folder (tracepipe analyze's --out: the views it wrote, read from their Parquet as they are).
 
     No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema NAME, .mode, .maxrows,
     .output FILE; Ctrl-C cancels the line or the query; history in ~/.tracepipe_history). With piped input
@@ -169,8 +172,9 @@ def sql(
       tracepipe sql build/normalized "SELECT * FROM layer_summary" --format json | jq .share_pct
       tracepipe sql build/normalized                     # interactive
       echo "SELECT count(*) FROM kernels;" | tracepipe sql build/normalized
+      tracepipe sql build/analysis "SELECT * FROM findings LIMIT 5"     # analyze's written views
     """
-    from pipeline.analyze import connect
+    from pipeline.analyze import analysis_files, connect, connect_analysis
     from pipeline.analyze.shell import (
         MAX_ROWS,
         OutputError,
@@ -183,6 +187,7 @@ def sql(
         run_interruptible,
         write_result,
     )
+    from pipeline.store import trace_ids
 
     if not 1 <= max_rows <= MAX_ROWS:  # DuckDB's renderer counts rows in 64 bits
         raise click.BadParameter(f"{max_rows} is not a whole number from 1 to {MAX_ROWS}", param_hint="--max-rows")
@@ -200,7 +205,12 @@ def sql(
         sys.exit(EXIT_BAD_INPUT)
     # The views a statement names (and those they read) are created as it comes: creating every view binds each
     # body again under the views that read it (2.1 CPU-s on a 220k-kernel trace).
-    con = connect(normalized, read_only=True, device=device, lazy=True)
+    if trace_ids(normalized):
+        con = connect(normalized, read_only=True, device=device, lazy=True)
+    else:  # analyze's output, its views as written (or neither: said so)
+        if device is not None and analysis_files(normalized):
+            raise click.UsageError("--device projects the views as they are computed: give the normalized folder")
+        con = connect_analysis(normalized)
     if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
         part = DEVICE_PRESETS[device][0]
         click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)

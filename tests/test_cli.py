@@ -171,7 +171,35 @@ def test_sql_creates_only_the_views_a_query_names(nsys_out: Path, monkeypatch: p
 
 def test_sql_on_a_folder_that_is_not_normalized(tmp_path: Path) -> None:
     r = tp("sql", tmp_path, "SELECT 1")
-    assert r.returncode == 2 and "not a normalized folder" in r.stderr
+    assert r.returncode == 2 and "neither a normalized folder" in r.stderr and "analysis folder" in r.stderr
+
+
+def test_sql_over_an_analysis_folder_reads_its_views_as_written(nsys_out: Path, tmp_path: Path) -> None:
+    """`tracepipe sql build/analysis`: analyze's Parquet by view name, read as written (the file's rows, not the view
+    computed again), in the same sandbox; views analyze did not write are absent; --device needs the computation."""
+    out = tmp_path / "a"
+    a = tp("analyze", nsys_out, "--out", out, "--view", "layer_summary", "--view", "kernel_layers", "-q")
+    assert a.returncode == 0, a.stderr
+    want = pq.read_table(out / "layer_summary.parquet").select(["path", "kernels", "gpu_time_ns"]).to_pylist()
+    r = tp("sql", out, "SELECT path, kernels, gpu_time_ns FROM layer_summary", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    key = lambda row: tuple((v is None, v) for v in row.values())  # noqa: E731
+    assert sorted(got, key=key) == sorted(want, key=key) and len(want) > 3
+    # the file's rows: a row taken out of it is missing from the answer, as a computed view would not be
+    pq.write_table(pq.read_table(out / "kernel_layers.parquet").slice(1), out / "kernel_layers.parquet")
+    r = tp("sql", out, "SELECT count(*) AS n FROM kernel_layers", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"n": 32}, r.stderr
+    r = tp("sql", out, "SELECT count(*) FROM findings")
+    assert r.returncode == 2 and "findings" in r.stderr  # not written by this analyze
+    (tmp_path / "passwd.csv").write_text("secret\n1\n")
+    before = _tree(tmp_path)
+    for statement in (f"COPY (SELECT 1 AS x) TO '{out}/x.csv'", f"SELECT * FROM read_csv('{tmp_path}/passwd.csv')"):
+        r = tp("sql", out, statement)
+        assert r.returncode == 2 and "secret" not in r.stdout, statement
+    assert _tree(tmp_path) == before
+    r = tp("sql", out, "SELECT 1", "--device", "rtx3090")
+    assert r.returncode == 2 and "--device" in r.stderr
 
 
 def test_an_internal_error_on_one_input_is_data_not_the_end_of_the_batch(monkeypatch, tmp_path: Path) -> None:

@@ -286,6 +286,40 @@ def connect(
     return con
 
 
+def analysis_files(folder: Path, sql_dir: Path = SQL_DIR) -> dict[str, Path]:
+    """The views ``tracepipe analyze`` wrote into ``folder`` (``<view>.parquet`` for a view of ``sql_dir``), by name;
+    empty for any other folder."""
+    names = set(view_files(sql_dir))
+    return {p.stem: p for p in sorted(folder.glob("*.parquet")) if p.stem in names} if folder.is_dir() else {}
+
+
+def connect_analysis(folder: str | Path, sql_dir: Path = SQL_DIR) -> duckdb.DuckDBPyConnection:
+    """A read-only connection over the Parquet that ``tracepipe analyze`` wrote into ``folder``: each view by its
+    name, as written (nothing is computed again; views analyze did not write are absent). The same sandbox as
+    :func:`connect`'s ``read_only``: nothing outside ``folder`` is read, and no statement writes."""
+    folder = Path(folder)
+    files = analysis_files(folder, sql_dir)
+    if not files:
+        raise BadInputError(
+            folder,
+            "neither a normalized folder (no trace_meta/) nor an analysis folder (no view's "
+            "Parquet): give tracepipe normalize's or tracepipe analyze's --out folder",
+        )
+    folder = folder.resolve()
+    config = duckdb_config()
+    con = duckdb_connect(config)
+    weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)
+    for name, path in files.items():
+        con.read_parquet(str(path.resolve())).create_view(name, replace=True)  # the path never pasted into SQL
+    con.execute("SET allowed_directories = $dirs", {"dirs": [f"{folder}{os.sep}"]})
+    con.execute("SET allow_persistent_secrets = false")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    from pipeline.analyze.readonly import ReadOnlyConnection
+
+    return ReadOnlyConnection(con)  # type: ignore[return-value]  # quacks like the connection it wraps
+
+
 #: Up to this many GPU operations a lazy connection computes the views of a statement that are computed once
 #: (``views.computed_once``) into temp tables; past it every view the statement's views read goes into a Parquet
 #: file in its spill folder, which the views then read, as ``analyze`` does past its in-memory size. On the
