@@ -139,6 +139,23 @@ def test_views_are_created_as_statements_name_them(nsys_out: Path) -> None:
     assert set(view_files()) <= views()
 
 
+def test_connect_takes_an_analysis_folder_too(nsys_out: Path, tmp_path: Path) -> None:
+    # analyze's Parquet by view name, as written, read-only: the same rows as the normalized folder's view
+    out = tmp_path / "a"
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "analyze", str(nsys_out), "--out", str(out), "--view", "layer_summary"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    query = "SELECT path, kernels, gpu_time_ns FROM layer_summary ORDER BY ALL"
+    written = tracepipe.connect(str(out))
+    assert written.sql(query).fetchall() == tracepipe.connect(nsys_out).sql(query).fetchall()
+    with pytest.raises(duckdb.Error, match="not allowed"):
+        written.execute(f"COPY layer_summary TO '{out}/copy.csv'")
+    with pytest.raises(BadInputError, match="nor an analysis folder"):
+        tracepipe.connect(tmp_path)
+
+
 def test_views_created_with_the_catalog_bind_when_read(nsys_out: Path) -> None:
     # Creating a view bound its body, expanding every view below it: a statement listing the catalog created all
     # ~54 views of one small trace in 2.4-3.5 s (benchmarks/results/deferred_views.txt). With DuckDB's

@@ -44,10 +44,15 @@ def connect(folder: str | Path) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection over a normalized folder with every table and every view of sql/, in DuckDB's
     sandbox: no file outside the folder can be read or written, settings are locked; statements that could
     write (COPY, ATTACH, EXPORT, INSERT ...) are refused (``pipeline.analyze.readonly``). The views are created
-    as statements name them (creating all ~46 at once binds each body again under the views that read it)."""
+    as statements name them (creating all ~46 at once binds each body again under the views that read it).
+    ``folder`` may be `tracepipe analyze`'s output instead: its views' Parquet by name, as written, in the same
+    sandbox (``tracepipe sql`` takes both too)."""
     from pipeline.analyze import connect as _connect
+    from pipeline.analyze import connect_analysis
+    from pipeline.store import trace_ids
 
-    return _connect(Path(folder), read_only=True, lazy=True)
+    folder = Path(folder)
+    return _connect(folder, read_only=True, lazy=True) if trace_ids(folder) else connect_analysis(folder)
 
 
 def describe() -> dict[str, str]:
@@ -59,8 +64,10 @@ class Traces:
     """A normalized folder opened for reading; ``con`` is its read-only DuckDB connection."""
 
     def __init__(self, folder: str | Path) -> None:
+        from pipeline.analyze import connect as _connect
+
         self.folder = Path(folder)
-        self.con = connect(self.folder)
+        self.con = _connect(self.folder, read_only=True, lazy=True)  # normalized only: findings() computes views
         self._findings: pl.DataFrame | None = None
 
     def sql(self, query: str, params: Any = None) -> pl.DataFrame:
