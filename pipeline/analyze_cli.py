@@ -174,7 +174,7 @@ def sql(
       echo "SELECT count(*) FROM kernels;" | tracepipe sql build/normalized
       tracepipe sql build/analysis "SELECT * FROM findings LIMIT 5"     # analyze's written views
     """
-    from pipeline.analyze import analysis_files, connect, connect_analysis
+    from pipeline.analyze import connect_folder
     from pipeline.analyze.shell import (
         MAX_ROWS,
         OutputError,
@@ -187,7 +187,6 @@ def sql(
         run_interruptible,
         write_result,
     )
-    from pipeline.store import trace_ids
 
     if not 1 <= max_rows <= MAX_ROWS:  # DuckDB's renderer counts rows in 64 bits
         raise click.BadParameter(f"{max_rows} is not a whole number from 1 to {MAX_ROWS}", param_hint="--max-rows")
@@ -205,12 +204,7 @@ def sql(
         sys.exit(EXIT_BAD_INPUT)
     # The views a statement names (and those they read) are created as it comes: creating every view binds each
     # body again under the views that read it (2.1 CPU-s on a 220k-kernel trace).
-    if trace_ids(normalized):
-        con = connect(normalized, read_only=True, device=device, lazy=True)
-    else:  # analyze's output, its views as written (or neither: said so)
-        if device is not None and analysis_files(normalized):
-            raise click.UsageError("--device projects the views as they are computed: give the normalized folder")
-        con = connect_analysis(normalized)
+    con = connect_folder(normalized, device)  # or analyze's output, its views as written
     if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
         part = DEVICE_PRESETS[device][0]
         click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)

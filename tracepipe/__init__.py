@@ -47,12 +47,9 @@ def connect(folder: str | Path) -> duckdb.DuckDBPyConnection:
     as statements name them (creating all ~46 at once binds each body again under the views that read it).
     ``folder`` may be `tracepipe analyze`'s output instead: its views' Parquet by name, as written, in the same
     sandbox (``tracepipe sql`` takes both too)."""
-    from pipeline.analyze import connect as _connect
-    from pipeline.analyze import connect_analysis
-    from pipeline.store import trace_ids
+    from pipeline.analyze import connect_folder
 
-    folder = Path(folder)
-    return _connect(folder, read_only=True, lazy=True) if trace_ids(folder) else connect_analysis(folder)
+    return connect_folder(folder)
 
 
 def describe() -> dict[str, str]:

@@ -240,9 +240,7 @@ def connect(
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")
     normalized = normalized.resolve()  # the sandbox compares resolved paths with the scans' globs
     hold_readers(normalized)  # no writer removes a generation this process reads
-    config = duckdb_config()
-    con = duckdb_connect(config)
-    weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)  # also at interpreter exit
+    config, con = _private_connection()
     _check_schema_versions(con, normalized)
     con.execute("SET preserve_insertion_order = false")
     # Each view's bind reads the footers of the files it scans, and views bind the views they read
@@ -275,15 +273,42 @@ def connect(
     if read_only:
         scratch = _lazy_scratch(config, ops) if lazy else None
         dirs = [f"{normalized}{os.sep}", *([f"{scratch}{os.sep}"] if scratch is not None else [])]
-        con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
-        con.execute("SET allow_persistent_secrets = false")
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
+        _sandbox(con, dirs)
         from pipeline.analyze.readonly import ReadOnlyConnection
 
         ensure = lazy_views(con, sql_dir, scratch) if lazy else None
         return ReadOnlyConnection(con, ensure)  # type: ignore[return-value]  # quacks like the connection it wraps
     return con
+
+
+def _private_connection() -> tuple[dict[str, str], duckdb.DuckDBPyConnection]:
+    """:func:`duckdb_config` and a connection made with it, its private spill folder removed when it goes (also at
+    interpreter exit)."""
+    config = duckdb_config()
+    con = duckdb_connect(config)
+    weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)
+    return config, con
+
+
+def _sandbox(con: duckdb.DuckDBPyConnection, dirs: list[str]) -> None:
+    """DuckDB's own sandbox on ``con``: no file outside ``dirs`` read or written, no extension or secret, the
+    configuration locked."""
+    con.execute("SET allowed_directories = $dirs", {"dirs": dirs})
+    con.execute("SET allow_persistent_secrets = false")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def connect_folder(folder: str | Path, device: str | None = None) -> duckdb.DuckDBPyConnection:
+    """The read-only connection ``tracepipe sql`` and ``tracepipe.connect`` open: over a normalized folder, every
+    table and the views created as statements name them (:func:`connect`); over an analysis folder, its views as
+    written (:func:`connect_analysis`), where ``device`` is refused: the projection is made as views are computed."""
+    folder = Path(folder)
+    if trace_ids(folder):
+        return connect(folder, read_only=True, device=device, lazy=True)
+    if device is not None and analysis_files(folder):
+        raise BadInputError(folder, "an analysis folder holds views as computed: --device needs the normalized folder")
+    return connect_analysis(folder)
 
 
 def analysis_files(folder: Path, sql_dir: Path = SQL_DIR) -> dict[str, Path]:
@@ -305,16 +330,10 @@ def connect_analysis(folder: str | Path, sql_dir: Path = SQL_DIR) -> duckdb.Duck
             "neither a normalized folder (no trace_meta/) nor an analysis folder (no view's "
             "Parquet): give tracepipe normalize's or tracepipe analyze's --out folder",
         )
-    folder = folder.resolve()
-    config = duckdb_config()
-    con = duckdb_connect(config)
-    weakref.finalize(con, shutil.rmtree, config["temp_directory"], True)
+    _, con = _private_connection()
     for name, path in files.items():
         con.read_parquet(str(path.resolve())).create_view(name, replace=True)  # the path never pasted into SQL
-    con.execute("SET allowed_directories = $dirs", {"dirs": [f"{folder}{os.sep}"]})
-    con.execute("SET allow_persistent_secrets = false")
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    _sandbox(con, [f"{folder.resolve()}{os.sep}"])
     from pipeline.analyze.readonly import ReadOnlyConnection
 
     return ReadOnlyConnection(con)  # type: ignore[return-value]  # quacks like the connection it wraps
