@@ -4,6 +4,7 @@
 -- rules are in its two inputs, each computed once into a file of its own (gpu_op_launches, read by two views;
 -- launch_point_layers, staged): docs/benchmarks.md, gpu_op_attribution.txt and gpu_op_attribution_staged.txt.
 -- Inputs:  gpu_op_launches, launch_point_layers, nvtx_paths, ops
+-- Macros:  path_level
 -- Output, one row per GPU operation:
 --   trace_id        VARCHAR: the trace
 --   op_kind         VARCHAR: 'kernel' | 'memcpy' | 'memset'
@@ -17,8 +18,8 @@
 --   range_id        BIGINT: the layer range (nvtx_ranges.range_id); NULL when none applies
 --   layer           VARCHAR: the range's text (work of a recorded compiled region: the module it is placed on); NULL =
 --                     outside every range
---   path            VARCHAR: the enclosing range texts outermost -> innermost joined by '/' (a compiled region's work:
---                     on down its module chain)
+--   path            VARCHAR: the enclosing range texts outermost -> innermost joined by '/' (a '/' inside a text
+--                     written '∕': path_level; a compiled region's work: on down its module chain)
 --   depth           BIGINT: 0 = outermost
 --   range_kind      VARCHAR: 'push_pop' | 'start_end'
 --   domain          VARCHAR: the range's NVTX domain; NULL = the default one
@@ -64,7 +65,9 @@ WITH placed AS (
 )
 SELECT trace_id, op_kind, op_row_id, launch_call_id, launch_start_ns, launch_pid, launch_tid, range_id,
        CASE WHEN len(names) > 0 THEN names[-1] ELSE text END AS layer,
-       CASE WHEN len(names) > 0 THEN concat_ws('/', path, array_to_string(names, '/')) ELSE path END AS path,
+       CASE WHEN len(names) > 0
+            THEN concat_ws('/', path, array_to_string(list_transform(names, lambda x: path_level(x)), '/'))
+            ELSE path END AS path,
        CASE WHEN len(names) > 0 THEN coalesce(depth + 1, 0) + len(names) - 1 ELSE depth END AS depth,
        range_kind, domain, pass, bwd_op_id, fwd_op_id, op_id, op_name, fused_modules, names AS module_chain
 FROM placed

@@ -1,6 +1,6 @@
 -- gpu_op_layers: every GPU operation (kernel, memcpy, memset) with the layer range that launched it and its pass.
 -- Inputs:  kernels, memcpy, memset (through gpu_ops), gpu_op_attribution, nvtx_paths
--- Macros:  gpu_ops
+-- Macros:  gpu_ops, path_level
 -- Output, one row per GPU operation (kernel, memcpy, memset):
 --   trace_id                            VARCHAR: the trace
 --   kernel_id                           BIGINT: the kernel (kernels.kernel_id); for a copy or memset, NULL (op_row_id
@@ -51,7 +51,8 @@
 --   layer                               VARCHAR: the range's text (work of a recorded compiled region: the module it is
 --                                         placed on); NULL = outside every range
 --   path                                VARCHAR: the enclosing range texts outermost -> innermost joined by '/' (a
---                                         compiled region's work: on down its module chain)
+--                                         '/' inside a text written '∕': path_level; a compiled region's work: on
+--                                         down its module chain)
 --   depth                               BIGINT: 0 = outermost
 --   range_kind                          VARCHAR: 'push_pop' | 'start_end'
 --   domain                              VARCHAR: the range's NVTX domain; NULL = the default one
@@ -97,7 +98,8 @@ SELECT o.* EXCLUDE (launch_call_id, launch_start_ns, launch_pid, launch_tid, ran
        o.launch_call_id, o.launch_start_ns, o.launch_pid, o.launch_tid, o.range_id,
        -- a compiled region's work goes on down its module chain (gpu_op_attribution's rule, same expressions)
        CASE WHEN len(o.module_chain) > 0 THEN o.module_chain[-1] ELSE p.text END AS layer,
-       CASE WHEN len(o.module_chain) > 0 THEN concat_ws('/', p.path, array_to_string(o.module_chain, '/'))
+       CASE WHEN len(o.module_chain) > 0
+            THEN concat_ws('/', p.path, array_to_string(list_transform(o.module_chain, lambda x: path_level(x)), '/'))
             ELSE p.path END AS path,
        CASE WHEN len(o.module_chain) > 0 THEN coalesce(p.depth + 1, 0) + len(o.module_chain) - 1 ELSE p.depth END
            AS depth,

@@ -43,7 +43,8 @@
 --   layer                               VARCHAR: the range's text (work of a recorded compiled region: the module it is
 --                                         placed on); NULL = outside every range
 --   path                                VARCHAR: the enclosing range texts outermost -> innermost joined by '/' (a
---                                         compiled region's work: on down its module chain)
+--                                         '/' inside a text written '∕': path_level; a compiled region's work: on
+--                                         down its module chain)
 --   depth                               BIGINT: 0 = outermost
 --   range_kind                          VARCHAR: 'push_pop' | 'start_end'
 --   domain                              VARCHAR: the range's NVTX domain; NULL = the default one

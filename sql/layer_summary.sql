@@ -2,8 +2,8 @@
 -- Inputs:  gpu_op_layers, kernel_layers, nvtx_paths, api_calls
 -- Output, one row per trace and range path (plus one for work outside every range):
 --   trace_id              VARCHAR: the trace
---   path                  VARCHAR: the range texts outermost -> innermost joined by '/'; NULL = launched outside every
---                           range
+--   path                  VARCHAR: the range texts outermost -> innermost joined by '/' (a '/' inside a text written
+--                           '∕': path_level); NULL = launched outside every range
 --   layer                 VARCHAR: the innermost range's text; NULL = outside every range
 --   depth                 BIGINT: 0 = outermost
 --   calls                 BIGINT: range instances with this path, not counting those made while a CUDA graph was being

@@ -3,7 +3,8 @@
 -- Output, one row per range instance:
 --   trace_id               VARCHAR: the trace
 --   range_id               BIGINT: the range (nvtx_ranges.range_id)
---   path                   VARCHAR: its path: range texts outermost -> innermost joined by '/'
+--   path                   VARCHAR: its path: range texts outermost -> innermost joined by '/' (a '/' inside a text
+--                            written '∕': path_level)
 --   layer                  VARCHAR: its text
 --   depth                  INTEGER: 0 = outermost
 --   pid                    BIGINT: the range's process

@@ -1,5 +1,6 @@
 -- nvtx_paths: every NVTX range with the chain of ranges enclosing it on its thread.
 -- Inputs:  nvtx_ranges (range_id, parent_id, text, kind, depth)
+-- Macros:  path_level
 -- Output, one row per NVTX range:
 --   trace_id    VARCHAR: the trace
 --   range_id    BIGINT: the range (nvtx_ranges.range_id)
@@ -8,7 +9,8 @@
 --   text        VARCHAR: its text
 --   depth       INTEGER: 0 = outermost
 --   path        VARCHAR: the texts of the ranges enclosing it on its thread and its own, outermost -> innermost joined
---                 by '/'; past depth 64, the path at depth 64, '/…/', its own text
+--                 by '/' (a '/' inside a text written '∕': path_level); past depth 64, the path at depth 64, '/…/',
+--                 its own text
 --   start_ns    BIGINT ns, CPU clock: the range's start
 --   end_ns      BIGINT ns, CPU clock: its end
 --   duration_ns BIGINT ns: end_ns - start_ns
@@ -24,11 +26,11 @@
 -- before it.
 -- Normalize warns of such ranges (pipeline/normalize/checks.py, PATH_LEVELS).
 WITH RECURSIVE chain AS (
-    SELECT trace_id, range_id, text AS path
+    SELECT trace_id, range_id, path_level(text) AS path
     FROM nvtx_ranges
     WHERE parent_id IS NULL
     UNION ALL
-    SELECT c.trace_id, c.range_id, chain.path || '/' || c.text
+    SELECT c.trace_id, c.range_id, chain.path || '/' || path_level(c.text)
     FROM nvtx_ranges c
     JOIN chain ON c.trace_id = chain.trace_id AND c.parent_id = chain.range_id
     WHERE c.depth <= 64
@@ -39,7 +41,7 @@ cut AS (   -- the kept levels' last ranges (depth 64): where deeper paths contin
     WHERE n.depth = 64
 ),
 deep AS (
-    SELECT r.trace_id, r.range_id, coalesce(cut.path, '') || '/…/' || r.text AS path
+    SELECT r.trace_id, r.range_id, coalesce(cut.path, '') || '/…/' || path_level(r.text) AS path
     FROM (SELECT * FROM nvtx_ranges WHERE depth > 64) r
     ASOF LEFT JOIN cut
       ON cut.trace_id = r.trace_id AND cut.pid IS NOT DISTINCT FROM r.pid AND cut.tid IS NOT DISTINCT FROM r.tid
