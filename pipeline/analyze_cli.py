@@ -36,7 +36,7 @@ class CatalogCommand(click.Command):
 
         super().format_help_text(ctx, formatter)
         if self.listing == "all":
-            with formatter.section("Tables (docs/schema.md)"):
+            with formatter.section("Tables (a normalized folder; docs/schema.md)"):
                 formatter.write_dl(sorted(table_descriptions().items()))
         with formatter.section("Views (sql/<view>.sql: header comment lists columns and units)"):
             formatter.write_dl(sorted(view_descriptions().items()))

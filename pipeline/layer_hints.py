@@ -65,8 +65,9 @@ NO_FIX = "wrap the work in modules, or in record_function / NVTX ranges of your 
 
 
 def layer_hints_table() -> pa.Table:
-    """``layer_hints``: source_format, lack, meaning, fix (NULL where no capture helps), one row per format of
-    FIXES and lack."""
+    """What a trace lacks for per-layer answers and the capture that gives it: source_format, lack, meaning, fix.
+
+    One row per source format of FIXES and lack; fix is NULL where no capture helps."""
     formats = dict.fromkeys(fmt for fmt, _ in FIXES)
     rows = [
         {"source_format": fmt, "lack": lack, "meaning": meaning, "fix": FIXES.get((fmt, lack))}

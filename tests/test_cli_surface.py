@@ -130,6 +130,9 @@ def test_analyze_and_sql_help_list_every_view_and_table_from_their_definitions()
     views = {p.stem for p in (ROOT / "sql").glob("*.sql") if not p.stem.startswith("_")}  # private: no entry point
     assert set(view_descriptions()) == views and all(view_descriptions().values())
     assert set(TABLES) <= set(table_descriptions()) and all(table_descriptions().values())
+    # each says what the table holds, not its own name or how it is registered (a docstring's first line)
+    placeholders = {n: d for n, d in table_descriptions().items() if d.startswith(f"``{n}``") or "registered" in d}
+    assert placeholders == {}
     for command, expected in (("analyze", views), ("sql", views | set(table_descriptions()))):
         r = tp(command, "--help", COLUMNS="200")
         assert r.returncode == 0, r.stderr

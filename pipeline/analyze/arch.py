@@ -233,7 +233,7 @@ DEVICE_OVERRIDE = pa.schema(
 
 
 def device_override_table(device: str | None = None) -> pa.Table:
-    """The table registered as view ``device_override``: no row (the traced devices) or the one preset."""
+    """The GPU of `--device` that views project onto (no row: the traced devices): name, compute capability, SMs."""
     if device is None:
         return DEVICE_OVERRIDE.empty_table()
     part, (major, minor), sms = DEVICE_PRESETS[device]

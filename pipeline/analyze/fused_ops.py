@@ -27,11 +27,11 @@ KINDS: dict[str, str] = {
 
 
 def op_names_table() -> pa.Table:
-    """``aten_op_names``: name (one row per op packet)."""
+    """ATen, prims and Inductor op names (torch 2.13, one per row) that kernel_fused_ops splits Triton names on."""
     text = resources.files("pipeline.analyze").joinpath("aten_op_names.txt").read_text()
     return pa.table({"name": [line for line in text.splitlines() if line]})
 
 
 def kernel_kinds_table() -> pa.Table:
-    """``inductor_kernel_kinds``: code, kind."""
+    """Inductor's kernel kinds by the code in a Triton kernel's name (`poi` -> pointwise): code, kind."""
     return pa.table({"code": list(KINDS), "kind": list(KINDS.values())})

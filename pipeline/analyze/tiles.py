@@ -141,5 +141,5 @@ TILE_PATTERNS_SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLU
 
 
 def tile_patterns_table() -> pa.Table:
-    """The table registered as view ``kernel_tile_patterns`` (see ``PY_TABLES``)."""
+    """GEMM / convolution kernel-name patterns and the tile, orientation and split-K each name says."""
     return pa.Table.from_pylist(TILE_PATTERNS, schema=TILE_PATTERNS_SCHEMA)
