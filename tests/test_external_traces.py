@@ -324,11 +324,14 @@ def test_an_nsys_export_without_kernels_is_a_trace(tmp_path: Path) -> None:
     assert q(out, "SELECT name, compute_major, compute_minor, sm_count FROM devices") == gpu
 
 
-@pytest.mark.parametrize("case", ["launched", "untraced"])
+@pytest.mark.parametrize("case", ["launched", "untraced", "no_calls", "unsaid"])
 def test_an_nsys_export_without_kernels_says_which_of_the_causes(tmp_path: Path, case: str) -> None:
     # Real exports (nsys 2023.3, 2024.6) traced up to 5,756 cudaLaunchKernel calls and wrote no kernel table; others
-    # traced no CUDA at all. Both told to "record with nsys profile -t cuda", which the first had done. The
-    # lighttransport export made into each: one of its calls renamed a launch, or its CUDA tables dropped.
+    # traced no CUDA at all; two (nsys 2025.3, 2025.6) traced CUDA in a process that made no CUDA call. All were told
+    # to "record with nsys profile -t cuda", which the first and the last had done. The lighttransport export (its
+    # META_DATA_CAPTURE asks for CUDA) made into each: one of its calls renamed a launch; its CUDA tables dropped
+    # and the capture's CUDA row too (untraced), or not (no_calls), or its META_DATA_CAPTURE with them (unsaid: an
+    # export before 2023.3 does not say what was traced).
     plain = gunzip_to(EXTERNAL / "lighttransport_gemm_no_kernels.sqlite.gz", tmp_path / "t.sqlite")
     db = sqlite3.connect(plain)
     if case == "launched":
@@ -339,7 +342,17 @@ def test_an_nsys_export_without_kernels_says_which_of_the_causes(tmp_path: Path,
     else:
         for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
             db.execute(f"DROP TABLE IF EXISTS {t}")
-        want = "the capture did not trace CUDA (record with `nsys profile -t cuda`)"
+        if case == "untraced":
+            asked = "DELETE FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE' AND value = 'Cuda'"
+            assert db.execute(asked).rowcount == 1
+        if case == "unsaid":
+            db.execute("DROP TABLE META_DATA_CAPTURE")
+        want = {
+            "untraced": "the capture did not trace CUDA (record with `nsys profile -t cuda`)",
+            "no_calls": "the capture traced CUDA but recorded no CUDA API call: the profiled process made none",
+            "unsaid": "the capture recorded no CUDA API call: CUDA was not traced (record with `nsys profile -t cuda`) "
+            "or the profiled process made none",
+        }[case]
     db.commit()
     db.close()
     result = normalize_file(plain, tmp_path / "out")

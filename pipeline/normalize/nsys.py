@@ -191,13 +191,24 @@ NVPROF = (
 
 def _no_kernels(db: Sqlite) -> list[str]:
     """The warning for an export whose capture recorded no CUDA kernel (nsys writes no kernel table then), saying
-    which of three it is: CUDA not traced; CUDA traced, no kernel launched; kernels launched but their GPU activity
-    not recorded (seen in real exports that traced thousands of cudaLaunchKernel calls)."""
+    which it is: CUDA not traced; CUDA traced and no CUDA call made; CUDA calls, no kernel launched; kernels launched
+    but their GPU activity not recorded (seen in real exports that traced thousands of cudaLaunchKernel calls)."""
     if KERNEL_TABLE in db.tables:
         return []
     first = f"no {KERNEL_TABLE} table: "
     traced = [t for t in nsys_raw.LAUNCH_TABLES if t in db.tables]
     if not traced:
+        asked = _cuda_trace_asked(db)
+        if asked:
+            return [
+                first + "the capture traced CUDA but recorded no CUDA API call: the profiled process made none "
+                "(profile the process that runs the model on the GPU; a launcher or a CPU-only run calls none)"
+            ]
+        if asked is None:
+            return [
+                first + "the capture recorded no CUDA API call: CUDA was not traced (record with `nsys profile "
+                "-t cuda`) or the profiled process made none"
+            ]
         return [first + "the capture did not trace CUDA (record with `nsys profile -t cuda`)"]
     calls = sum(db.column(f"SELECT count(*) FROM {t}")[0] for t in traced)
     launches = _launch_calls(db, traced)
@@ -207,6 +218,14 @@ def _no_kernels(db: Sqlite) -> list[str]:
         first + f"the capture traced {launches:,} kernel launch call{'s' * (launches != 1)} but none of the kernels on "
         "the GPU (its CUDA API was traced, its GPU activity was not): no GPU work to attribute"
     ]
+
+
+def _cuda_trace_asked(db: Sqlite) -> bool | None:
+    """Whether the capture was asked to trace CUDA (``nsys_map.CUDA_TRACED``); None where the export does not say."""
+    table, name, value = nsys_map.CUDA_TRACED
+    if table not in db.tables:
+        return None
+    return bool(db.column(f"SELECT count(*) FROM {table} WHERE name = '{name}' AND value = '{value}'")[0])
 
 
 def _launch_calls(db: Sqlite, tables: list[str]) -> int:

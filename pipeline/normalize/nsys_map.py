@@ -98,6 +98,12 @@ NVPROF_TABLES = frozenset({"StringTable", "Version"})
 #: ``cudaLaunchKernel_v7000``), runtime and driver: counted when an export has calls but no kernel table.
 LAUNCH_CALLS = ("cudaLaunch%", "cuLaunch%", "cudaGraphLaunch%", "cuGraphLaunch%")
 
+#: How an export says its capture was asked to trace CUDA (``nsys profile -t cuda``, the default): a row of
+#: ``META_DATA_CAPTURE`` (2023.3 on; older exports have no such table and do not say). With it and no CUDA API
+#: call recorded, the program made none (nsys's own diagnostic: "No CUDA events collected. Does the process use
+#: CUDA?"), which "record with -t cuda" would not mend (two real exports of 2025.3 and 2025.6).
+CUDA_TRACED = ("META_DATA_CAPTURE", "CAPTURE_EVENT_TYPE", "Cuda")
+
 #: Name prefixes of the tables only an Nsight Systems export has (every layout since before 2022): a database with
 #: none of them is some other program's SQLite file, not a capture without kernels.
 NSYS_TABLE_PREFIXES = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "TARGET_INFO_", "META_DATA_", "OSRT_", "CUDA_GRAPH_")
