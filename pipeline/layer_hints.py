@@ -22,6 +22,7 @@ LACKS: dict[str, str] = {
     "backward_unlinked": "backward work is linked to no forward op",
     "forward_unrecorded": "backward work whose forward ops the trace does not hold (they ran before it was recorded)",
     "partial": "work launched outside every module range",
+    "other_domain": "work launched inside NVTX ranges of other domains only",
     "no_launch": "work whose launching API call the trace lacks (its correlation id matches no call)",
 }
 
@@ -37,6 +38,12 @@ NSYS_NO_LAYERS = (
 NSYS_WHOLE_STEPS = (
     "capture whole steps: begin the capture range before a step's forward pass (`nsys profile --capture-range`, "
     "or `tracepipe capture nsys`)"
+)
+
+#: Work launched inside ranges of other NVTX domains than the layer domain.
+NSYS_LAYER_DOMAIN = (
+    "the layers are the default NVTX domain's ranges when it has push/pop ranges, else the busiest domain's: open the "
+    "ranges that name layers in the default domain, or leave it without push/pop ranges"
 )
 
 #: (source format, what is missing) -> the capture that gives it.
@@ -55,6 +62,8 @@ FIXES: dict[tuple[str, str], str] = {
     ("nsys-rep", "forward_unrecorded"): NSYS_WHOLE_STEPS,
     ("nsys-rep", "backward_unlinked"): "profile with `nsys profile --pytorch=autograd-nvtx` (its op ranges link "
     "backward to forward), or `tracepipe capture nsys`",
+    ("nsys-sqlite", "other_domain"): NSYS_LAYER_DOMAIN,
+    ("nsys-rep", "other_domain"): NSYS_LAYER_DOMAIN,
     ("nsys-sqlite", "partial"): "capture with `tracepipe capture nsys`, which ranges every module call (nsys "
     "--pytorch=functions-trace ranges torch's own module classes only)",
     ("nsys-rep", "partial"): "capture with `tracepipe capture nsys`, which ranges every module call (nsys "

@@ -1,6 +1,6 @@
 -- _range_segments: per CPU thread, the timeline of its innermost open layer range: from each instant p where it
 -- changes until the next (rule (1) of launch_point_layers, for every instant of the thread at once).
--- Inputs:  nvtx_ranges (push/pop ranges, with normalize's parent_id)
+-- Inputs:  nvtx_ranges (push/pop ranges, with normalize's parent_id), _layer_domains
 -- Output, one row per thread and instant at which its innermost open range changes:
 --   trace_id     VARCHAR: the trace
 --   pid          BIGINT: the thread's process
@@ -9,8 +9,9 @@
 --   range_id     BIGINT: the innermost range open from p on (nvtx_ranges.range_id); NULL: none
 --   next_p       BIGINT ns, CPU clock: the next segment's first instant, where this one ends (exclusive); NULL for
 --                the thread's last segment, open to the end
--- Rule: only ranges of the trace's layer domain count (the default domain when it has push/pop ranges, else the
--- domain with the most): a CUB `CCCL` or user-library range never becomes a layer nor breaks the model's path.
+-- Rule: only ranges of the trace's layer domain count (_layer_domains: the default domain when it has push/pop ranges,
+-- else the domain with the most): a CUB `CCCL` or user-library range never becomes a layer nor breaks the model's
+-- path.
 -- Push/pop ranges nest, and normalize computed each one's parent once, per thread and domain
 -- (pipeline/normalize/nesting.py, the one nesting engine): the innermost range at an instant is (a) the latest range
 -- started at or before it (the deepest of equal starts) while it is open, its end instant included, (b) else its
@@ -21,13 +22,8 @@ WITH RECURSIVE pp_all AS (
     SELECT trace_id, pid, tid, range_id, start_ns, end_ns, depth, parent_id, coalesce(domain, '') AS dkey
     FROM nvtx_ranges WHERE kind = 'push_pop'
 ),
-layer_domain AS (   -- the default domain when it has push/pop ranges, else the busiest one
-    SELECT trace_id, arg_max(dkey, CAST(dkey = '' AS BIGINT) * 1000000000000 + n) AS dkey
-    FROM (SELECT trace_id, dkey, count(*) AS n FROM pp_all GROUP BY ALL)
-    GROUP BY trace_id
-),
 pp AS (
-    SELECT p.* FROM pp_all p JOIN layer_domain d ON d.trace_id = p.trace_id AND d.dkey = p.dkey
+    SELECT p.* FROM pp_all p JOIN _layer_domains d ON d.trace_id = p.trace_id AND d.dkey = p.dkey
 ),
 starts AS (   -- one row per thread and start instant; among equal starts the deepest (innermost) wins
     SELECT trace_id, pid, tid, start_ns, arg_max(range_id, depth) AS range_id, arg_max(end_ns, depth) AS end_ns

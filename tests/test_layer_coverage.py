@@ -163,3 +163,41 @@ def test_unnumbered_backward_work_is_no_unrecorded_forward(tmp_path: Path) -> No
     normalize_file(path, tmp_path / "out")
     got = coverage(tmp_path / "out")
     assert got["backward_unlinked_ns"] > 0 and got["forward_unrecorded_ns"] == 0
+
+
+def test_work_in_another_domains_ranges_names_the_domain(tmp_path: Path) -> None:
+    # A real cuDF export (nsys 2020) held 2 ranges of the default domain and 580 of `libcudf` / `cudf_python`: the
+    # default domain's are the layers, and the 20.6% of GPU time launched inside the others' ranges only was said
+    # to be "outside every module range", with advice for PyTorch. The H200 small-CNN sample made into one: its
+    # conv1 and conv2 ranges moved into a domain `mylib` (their kernels keep only the `step` range around them).
+    raw = tmp_path / "raw.sqlite"
+    raw.write_bytes(gzip.decompress((SAMPLES / "h200_smallcnn" / "nsys.sqlite.gz").read_bytes()))
+    db = sqlite3.connect(raw)
+    tid, first = db.execute("SELECT globalTid, min(start) FROM NVTX_EVENTS WHERE eventType = 59").fetchone()
+    db.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (?, 75, 'mylib', ?, 7)",
+               (first - 10, tid))  # fmt: skip
+    assert db.execute("UPDATE NVTX_EVENTS SET domainId = 7 WHERE text IN ('conv1', 'conv2')").rowcount == 8
+    db.commit()
+    # By hand: the GPU time of the kernels, copies and memsets whose launching runtime call started inside a conv
+    # range on its thread (the sample's two memsets are launched in conv1)
+    conv_ns = sum(
+        db.execute(
+            f"""SELECT coalesce(sum(k."end" - k.start), 0) FROM {table} k
+                JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+                WHERE EXISTS (SELECT 1 FROM NVTX_EVENTS n WHERE n.domainId = 7 AND n.eventType = 59
+                              AND n.globalTid = r.globalTid AND r.start BETWEEN n.start AND n."end")"""
+        ).fetchone()[0]
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+    )
+    db.close()
+    normalize_file(raw, tmp_path / "out")
+    got = coverage(tmp_path / "out")
+    assert got["other_domain_ns"] == conv_ns > 0 and got["other_domains"] == "mylib"
+    assert got["no_layer_ns"] >= conv_ns and got["lack"] == "other_domain"
+    assert got["meaning"].startswith("work launched inside NVTX ranges of other domains only") and "(mylib)" in got[
+        "meaning"
+    ] and "default NVTX domain's ranges" in got["fix"]  # fmt: skip
+    # The sample itself: one domain, nothing launched in another's ranges
+    normalize_file(SAMPLES / "h200_smallcnn" / "nsys.sqlite.gz", tmp_path / "plain")
+    plain = coverage(tmp_path / "plain")
+    assert (plain["other_domain_ns"], plain["other_domains"], plain["lack"]) == (0, None, None)
