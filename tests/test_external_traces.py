@@ -41,6 +41,8 @@ EXTERNAL = SAMPLES / "external"
 KERNEL_LESS = {
     "hta_cupti_range_profiler.json.gz",
     "hta_mtia_inference_trimmed.json.gz",
+    "gpupuzzlers_p2p_copy.json.gz",
+    "gpupuzzlers_p2p_single_tensor.json.gz",
     "lighttransport_gemm_no_kernels.sqlite.gz",
 }
 #: Other tools' JSON files, which a user may take for chrome traces: refused, naming what they are (kept out of
@@ -392,6 +394,21 @@ def test_a_cupti_range_profiler_trace_says_its_calls_have_no_gpu_activity(tmp_pa
     assert q(tmp_path / "out", "SELECT count(*) FROM api_calls")[0][0] == calls
 
 
+@pytest.mark.parametrize("name", ["gpupuzzlers_p2p_copy.json.gz", "gpupuzzlers_p2p_single_tensor.json.gz"])
+def test_a_trace_of_copies_only_says_its_gpu_work_is_copies(tmp_path: Path, name: str) -> None:
+    # GPUPuzzlers' peer-to-peer copy traces: GPU activity recorded, all of it copies. They were told "its device
+    # events are of the categories not modelled" (their flow arrows, category async_cpu_to_gpu) or "record with
+    # ProfilerActivity.CUDA", which they had.
+    events = json.loads(gzip.decompress((EXTERNAL / name).read_bytes()))["traceEvents"]
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy" and e.get("ph") == "X"]
+    result = normalize_file(EXTERNAL / name, tmp_path / "out")
+    said = " ".join(result.warnings)
+    assert f"no GPU kernel events in the trace (its GPU work is {len(copies)} memcpy only" in said, said
+    assert "not modelled" not in said and "ProfilerActivity.CUDA" not in said
+    us = sum(Decimal(str(e["dur"])) for e in copies)
+    assert q(tmp_path / "out", "SELECT count(*), sum(duration_ns) FROM memcpy")[0] == (len(copies), int(us * 1000))
+
+
 def test_an_mtia_trace_says_its_device_events_are_not_modelled(tmp_path: Path) -> None:
     # HTA's MTIA inference sample (the first 150 events of each category): the device writes categories of its
     # own, which are counted in a warning, and its lack of kernels is put down to them, not to a CPU-only profile.
@@ -456,6 +473,6 @@ def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> 
 
 
 def test_every_file_is_tested() -> None:
-    assert len(CHROME) == 6 and len(NSYS) == 2 and len(KERNEL_LESS) == 3 and len(OTHER_TOOLS) == 5
+    assert len(CHROME) == 7 and len(NSYS) == 2 and len(KERNEL_LESS) == 5 and len(OTHER_TOOLS) == 5
     assert {p.name for p in EXTERNAL.glob("*.gz")} == set(CHROME) | set(NSYS) | KERNEL_LESS
     assert {p.name for p in OTHER_TOOLS_DIR.glob("*.gz")} == OTHER_TOOLS.keys() | {NVPROF}

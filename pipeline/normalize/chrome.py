@@ -322,13 +322,17 @@ def _decode_warnings(got: Collected) -> list[str]:
 
 
 def _no_kernels_warning(tables: dict[str, pa.Table | None], unmodelled: dict[str, int], skipped: int) -> str:
-    """Why a trace may have no kernel events: those it has were skipped, its device is one not modelled (MTIA
-    writes categories of its own), its profiler recorded the CUDA/HIP calls but not the GPU's activity (a CUPTI
-    range-profiler session; real traces of scripts that asked for CUDA activity, and any profile without it), or it
-    profiled the CPU only."""
+    """Why a trace may have no kernel events: those it has were skipped, its GPU work is copies only, its device is
+    one not modelled (MTIA writes categories of its own), its profiler recorded the CUDA/HIP calls but not the GPU's
+    activity (a CUPTI range-profiler session; real traces of scripts that asked for CUDA activity, and any profile
+    without it), or it profiled the CPU only."""
     calls = sum(t.num_rows for g in ("cuda_runtime", "cuda_driver") if (t := tables.get(g)) is not None)
+    copies = {g: t.num_rows for g in ("gpu_memcpy", "gpu_memset") if (t := tables.get(g)) is not None and t.num_rows}
     if skipped:
         why = f"its {skipped} kernel events lack ts or dur, said above"
+    elif copies:  # GPU activity was recorded: the work is copies (real traces of peer-to-peer copies)
+        what = " and ".join(f"{n} {g.removeprefix('gpu_')}" for g, n in copies.items())
+        why = f"its GPU work is {what} only, attributed like kernels; no kernel to place on the SMs"
     elif unmodelled:
         why = "its device events are of the categories not modelled, said above"
     elif calls:

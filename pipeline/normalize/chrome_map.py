@@ -41,6 +41,7 @@ CATEGORIES: dict[str, str] = {
 #: Any other category is counted by name in a warning (MTIA, privateuse1 devices, future ones).
 KNOWN_UNUSED: dict[str, str] = {
     "ac2g": "flow arrows CPU -> GPU (the same link as correlation ids)",
+    "async_cpu_to_gpu": "flow arrows CPU -> GPU of PyTorch ~2.0 (named async_gpu: the same link as correlation ids)",
     "async": "flow arrows of PyTorch 1.8-1.10 (the same link as correlation ids)",
     "fwdbwd": "flow arrows forward -> backward (sequence numbers carry the same link)",
     "Trace": "the profiler's own span",
