@@ -392,6 +392,7 @@ def external(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "tracelens_mi300_resnet_act_checkpoint",
         "tracelens_vllm_hip_graph_execution",
         "kineto_pt19_resnet50_worker0",
+        "gpupuzzlers_vector_flops1",
     ):
         normalize_file(EXTERNAL / f"{name}.json.gz", out)
     return out
@@ -438,3 +439,38 @@ def test_real_v100_trace_matches_the_profilers_per_sm_figures(external: Path) ->
         "SELECT DISTINCT arch_name, sm_count, from_arch_table FROM device_limits WHERE trace_id LIKE '%kineto%'",
     )
     assert d == ("Volta", 80, ["max_blocks_per_sm"])  # Kineto records no maxBlocksPerSm: the 7.0 row's 32
+
+
+def test_real_gp100_trace_is_the_6_0_row_and_the_profilers_figures(external: Path) -> None:
+    # A Quadro GP100 (cc 6.0) had no row: its 11 kernels got no occupancy. Its deviceProperties give the per-SM
+    # totals the 6.0 row must hold, and Kineto's own blocks per SM, warps per SM and est. achieved occupancy the
+    # figures the model must give (maxwell_sgemm_128x64_nn: 120 registers, 12,544 B of shared memory, 4 warps a
+    # block: 16 warps of registers (2 sub-partitions of 32,768), 4 blocks of 64 warps: 25 %).
+    trace = json.loads(gzip.decompress((EXTERNAL / "gpupuzzlers_vector_flops1.json.gz").read_bytes()))
+    props = trace["deviceProperties"][0]
+    (row,) = [r for r in ARCH_ROWS if (r["compute_major"], r["compute_minor"]) == (6, 0)]
+    assert (props["computeMajor"], props["computeMinor"]) == (6, 0)
+    assert {
+        "max_threads_per_sm": props["maxThreadsPerMultiprocessor"],
+        "max_registers_per_sm": props["regsPerMultiprocessor"],
+        "max_registers_per_block": props["regsPerBlock"],
+        "max_shared_mem_per_sm_bytes": props["sharedMemPerMultiprocessor"],
+        "max_shared_mem_per_block_bytes": props["sharedMemPerBlock"],
+        "max_shared_mem_per_block_optin_bytes": props["sharedMemPerBlockOptin"],
+    } == {c: row[c] for c in ("max_threads_per_sm", "max_registers_per_sm", "max_registers_per_block",
+                              "max_shared_mem_per_sm_bytes", "max_shared_mem_per_block_bytes",
+                              "max_shared_mem_per_block_optin_bytes")}  # fmt: skip
+    (r,) = rows(
+        external,
+        "SELECT count(*), count(*) FILTER (WHERE abs(w.blocks_per_sm - k.profiler_blocks_per_sm) < 1e-3), "
+        "count(*) FILTER (WHERE abs(w.warps_per_sm - k.profiler_warps_per_sm) < 1e-3), "
+        "count(*) FILTER (WHERE abs(w.est_achieved_occupancy_pct - k.profiler_est_achieved_occupancy_pct) <= 0.5) "
+        "FROM kernels k JOIN kernel_waves w USING (trace_id, kernel_id) WHERE k.trace_id LIKE '%gpupuzzlers%'",
+    )
+    assert r == (11, 11, 11, 11)
+    (sgemm,) = rows(
+        external,
+        "SELECT limit_registers, limit_shared_mem, resident_blocks_per_sm, theoretical_occupancy_pct "
+        "FROM kernel_occupancy WHERE trace_id LIKE '%gpupuzzlers%' AND name = 'maxwell_sgemm_128x64_nn'",
+    )
+    assert sgemm == (4, 5, 4, 25.0)

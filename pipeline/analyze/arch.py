@@ -22,6 +22,9 @@ Sources, so each number can be checked:
   ``device__attribute_*`` in ``sample_traces/h200_smallcnn`` (132 SMs, 64 warps,
   32 blocks, 233472 B shared memory per SM, 232448 B opt-in, 1024 B reserved).
 
+* cc 6.0 (Pascal GP100: Tesla P100, Quadro GP100): 64 warps, 32 blocks, 64 KB shared memory per SM, 48 KB per
+  block with no opt-in, 256 B shared-memory granularity, 2 sub-partitions (``cuda_occupancy.h``); a real trace of
+  a Quadro GP100 (``sample_traces/external/gpupuzzlers_vector_flops1``) reports the same per-SM totals.
 * cc 6.1 (Pascal GP10x): 64 warps, 32 blocks, 96 KB shared memory per SM (not configurable), 48 KB per
   block with no opt-in above it, 256 B shared-memory granularity, 4 sub-partitions (``cuda_occupancy.h``
   gives 2 only to cc 6.0).  cc 10.0 (B200): as 9.0 (64 warps, 32 blocks, 228 KB / 227 KB opt-in, the same
@@ -133,6 +136,7 @@ def _row(
 #: One row per compute capability.  (cc, arch, reference part, its SMs, warps/SM, blocks/SM,
 #: shared KB/SM, opt-in KB/block, reserved B/block, shared alloc unit B, carveouts KB)
 ARCH_ROWS: list[dict[str, object]] = [
+    {**_row((6, 0), "Pascal", "Tesla P100", 56, 64, 32, 64, 48, 0, 256, [64]), "sub_partitions_per_sm": 2},
     _row((6, 1), "Pascal", "GeForce GTX 1080", 20, 64, 32, 96, 48, 0, 256, [96]),
     _row((7, 0), "Volta", "Tesla V100", 80, 64, 32, 96, 96, 0, 256, _V100_CARVEOUTS),
     _row((7, 5), "Turing", "Tesla T4", 40, 32, 16, 64, 64, 0, 256, [32, 64]),
