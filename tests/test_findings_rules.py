@@ -14,6 +14,12 @@ from tests.hand_trace import HandTrace
 XMMA_TF32 = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32_stage5_execute_kernel"
 SGEMM_FFMA = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_execute_kernel"
 GEMM_TF32 = "sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4_execute_kernel"
+#: a CUTLASS TF32 convolution of cuDNN (a real RTX A4000 trace, PyTorch ~1.11: willding123/Shift-Equivariant-Vision-
+#: Transformers @fdc9ac6 : trace.json)
+CUTLASS_CONV_TF32 = (
+    "void cutlass_cudnn::Kernel<cutlass_tensorop_s1688fprop_optimized_tf32_64x64_16x10_nhwc>"
+    "(cutlass_tensorop_s1688fprop_optimized_tf32_64x64_16x10_nhwc::Params)"
+)
 SDPA_FLASH = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1"  # an H100's
 
 
@@ -174,18 +180,25 @@ def fp32_rows(out: Path) -> list[tuple]:
 
 def test_an_fp32_gemm_on_a_tensor_core_gpu_fires_with_the_fix_it_needs(tmp_path: Path) -> None:
     # Two 10 µs FFMA GEMMs in fc on cc 9.0: at stake 20 µs * (1 - 1 / 2) = 10 µs, fix: TF32 matmuls.  On cc 7.0 the
-    # fix is fp16.  A trace whose other GEMMs run TF32 already: the fix is not the flag.
-    for trace_id, cc, tf32 in (("h100", (9, 0), False), ("v100", (7, 0), False), ("mixed", (9, 0), True)):
+    # fix is fp16.  A trace whose other GEMMs run TF32 already: the fix is not the flag; one whose only TF32 kernel
+    # is a convolution (TF32 is on by default for convolutions, not for matmuls): the flag.
+    cases = (
+        ("h100", (9, 0), None),
+        ("v100", (7, 0), None),
+        ("mixed", (9, 0), GEMM_TF32),
+        ("conv", (8, 6), CUTLASS_CONV_TF32),
+    )
+    for trace_id, cc, tf32 in cases:
         t = HandTrace(trace_id, cc=cc)
         t.range("fc", 0, 1_000)
         t.kernel(SGEMM_FFMA, 10_000, 10_000, launch_at=100)
         t.kernel(SGEMM_FFMA, 30_000, 10_000, launch_at=200)
         if tf32:
-            t.kernel(GEMM_TF32, 50_000, 10_000, launch_at=2_000)
+            t.kernel(tf32, 50_000, 10_000, launch_at=2_000)
         t.write(tmp_path)
     got = {r[0]: r[1:] for r in fp32_rows(tmp_path)}
-    assert {k: v[:3] for k, v in got.items()} == {k: ("fc", 2, 10_000) for k in ("h100", "v100", "mixed")}
-    assert got["h100"][3].startswith("Allow TF32 matmuls")
+    assert {k: v[:3] for k, v in got.items()} == {k: ("fc", 2, 10_000) for k in ("h100", "v100", "mixed", "conv")}
+    assert got["h100"][3].startswith("Allow TF32 matmuls") and got["conv"][3].startswith("Allow TF32 matmuls")
     assert "float16" in got["v100"][3] and "TF32" not in got["v100"][3]
     assert got["mixed"][3].startswith("TF32 is on and the library still chose FP32")
 

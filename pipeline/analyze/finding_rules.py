@@ -60,8 +60,11 @@ THRESHOLDS: list[tuple[str, str, float, str, str]] = [
 KERNEL_CLASSES: list[tuple[str, str, str, str]] = [
     (
         "convolution",
-        # not a bare `fprop`: cuDNN's attention kernels are `..._sdpa_..._flash_fprop_...` (forward propagation)
-        r"(?i)(xmma_fprop|implicit_gemm|dgrad|wgrad|convolve|convolution|conv[123]d|[123]dconv|winograd|scudnn)",
+        # not a bare `fprop`: cuDNN's attention kernels are `..._sdpa_..._flash_fprop_...` (forward propagation);
+        # CUTLASS's tensor-op convolutions put the MMA shape before it (`cutlass_tensorop_s1688fprop_..._tf32_...`
+        # in a real A4000 trace: taken for a TF32 GEMM, it had the FP32 GEMMs told TF32 was on)
+        r"(?i)(xmma_fprop|[0-9]fprop|implicit_gemm|dgrad|wgrad|convolve|convolution|conv[123]d|[123]dconv|winograd"
+        r"|scudnn)",
         "a convolution kernel (cuDNN implicit GEMM fprop/dgrad/wgrad, scudnn, implicit_convolve_sgemm, CUTLASS conv)",
         "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32_...",
     ),
