@@ -19,6 +19,8 @@ NOT_LAYERS = r"^(ProfilerStep#\d+|step([#_ ]?\d+)?|optimizer|Optimizer\.(step|ze
 #: What is missing -> what it means.
 LACKS: dict[str, str] = {
     "no_layers": "no module range or frame in the trace",
+    "no_cpu_ops": "no module frame and no CPU op in the trace (GPU activity alone): nothing ties its work to the model",
+    "no_modules": "no module frame in the trace although it holds Python stacks: its work ran outside nn.Module calls",
     "backward_unlinked": "backward work is linked to no forward op",
     "forward_unrecorded": "backward work whose forward ops the trace does not hold (they ran before it was recorded)",
     "partial": "work launched outside every module range",
@@ -50,6 +52,10 @@ NSYS_LAYER_DOMAIN = (
 FIXES: dict[tuple[str, str], str] = {
     ("chrome-trace", "no_layers"): "record with torch.profiler.profile(with_stack=True) (its nn.Module frames are "
     "layers), or capture with `tracepipe capture torch`",
+    ("chrome-trace", "no_cpu_ops"): "record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and "
+    "with_stack=True (the CPU ops link each kernel to its launch; the nn.Module frames are layers)",
+    ("chrome-trace", "no_modules"): "wrap the work in nn.Module calls or torch.profiler.record_function ranges (each "
+    "is a layer; the stacks are recorded already)",
     ("chrome-trace", "backward_unlinked"): "record with torch.profiler of PyTorch >= 1.9 (it writes the sequence "
     "numbers that link backward to forward; 1.8's wrote none), or capture with `tracepipe capture torch`",
     ("chrome-trace", "forward_unrecorded"): "record whole steps: start the profiler before a step's forward pass "
@@ -86,8 +92,30 @@ def layer_hints_table() -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
-def no_layer_warning(source_format: str) -> str:
+#: A trace without layers, by what it holds: (lack, has CPU ops, has Python stacks), the first that applies where
+#: its format has a fix for that lack (as layer_coverage's rule): GPU activity alone (``with_stack`` is no help
+#: without ``ProfilerActivity.CPU``: 4 real traces), stacks without a module frame (8 real traces whose scripts
+#: call no module), else none of them.
+NO_LAYER_CASES: tuple[tuple[str, bool | None, bool | None], ...] = (
+    ("no_cpu_ops", False, None),
+    ("no_modules", True, True),
+    ("no_layers", None, None),
+)
+
+
+def no_layer_lack(source_format: str, has_ops: bool, has_stacks: bool) -> str:
+    """The lack of a trace with GPU work and no layer range at all (:data:`NO_LAYER_CASES`)."""
+    return next(
+        lack
+        for lack, ops, stacks in NO_LAYER_CASES
+        if (ops is None or ops == has_ops)
+        and (stacks is None or stacks == has_stacks)
+        and (lack == "no_layers" or (source_format, lack) in FIXES)
+    )
+
+
+def no_layer_warning(source_format: str, lack: str = "no_layers") -> str:
     """normalize's warning for a trace with GPU work and no layer range at all."""
-    fix = FIXES.get((source_format, "no_layers"), NO_FIX)
+    fix = FIXES.get((source_format, lack), NO_FIX)
     where = "so no GPU work will have a layer of the model (at most a step or optimizer step)"
-    return f"no layer: {LACKS['no_layers']}, {where}; fix: {fix}"
+    return f"no layer: {LACKS[lack]}, {where}; fix: {fix}"

@@ -19,7 +19,9 @@
 --                          not the layer domain (_layer_domains)
 --   other_domains        VARCHAR: those domains, most GPU time first, joined by ', '; NULL when none
 --   lack                 VARCHAR: NULL when no_layer_pct is under the warning threshold (10%), else what is missing:
---                          'no_layers' (no operation has a layer: the trace holds no module range or frame),
+--                          'no_layers' (no operation has a layer: the trace holds no module range or frame;
+--                          where its format has a fix for them, 'no_cpu_ops' when it holds no CPU op either, and
+--                          'no_modules' when its ops have Python stacks: layer_hints.NO_LAYER_CASES),
 --                          'no_launch' (most of that time is work whose launching call the trace lacks),
 --                          'other_domain' (most of it was launched inside ranges of other NVTX domains only),
 --                          'forward_unrecorded' (most backward time with no layer is in backward ops numbered for
@@ -66,6 +68,9 @@ other AS (
     FROM (SELECT trace_id, domain, sum(duration_ns) AS ns FROM in_other GROUP BY ALL)
     GROUP BY trace_id
 ),
+ops_held AS (   -- per trace: has it CPU ops, and Python stacks on them (which case of no layers it is)
+    SELECT trace_id, true AS has_ops, bool_or(call_stack IS NOT NULL) AS has_stacks FROM ops GROUP BY trace_id
+),
 per_trace AS (
     SELECT trace_id,
            CAST(sum(duration_ns) AS BIGINT) AS gpu_ns,
@@ -83,9 +88,11 @@ per_trace AS (
 judged AS (
     SELECT p.*, m.source_format, p.gpu_ns - p.layered_ns AS no_layer_ns,
            round(100.0 * (p.gpu_ns - p.layered_ns) / nullif(p.gpu_ns, 0), 1) AS no_layer_pct,
-           coalesce(o.other_domain_ns, 0) AS other_domain_ns, o.other_domains
+           coalesce(o.other_domain_ns, 0) AS other_domain_ns, o.other_domains,
+           coalesce(h.has_ops, false) AS has_ops, coalesce(h.has_stacks, false) AS has_stacks
     FROM per_trace p
     LEFT JOIN other o USING (trace_id)
+    LEFT JOIN ops_held h USING (trace_id)
     LEFT JOIN (SELECT trace_id, any_value(source_format) AS source_format FROM trace_meta GROUP BY ALL) m
       USING (trace_id)
 )
@@ -98,7 +105,12 @@ FROM judged j
 CROSS JOIN params
 LEFT JOIN LATERAL (
     SELECT CASE WHEN j.no_layer_pct IS NULL OR j.no_layer_pct < params.warn_pct THEN NULL
-                WHEN NOT j.any_layer THEN 'no_layers'
+                WHEN NOT j.any_layer THEN CASE   -- the first case its format has a fix for (NO_LAYER_CASES)
+                    WHEN NOT j.has_ops AND EXISTS (SELECT 1 FROM layer_hints x WHERE x.source_format = j.source_format
+                                                   AND x.lack = 'no_cpu_ops' AND x.fix IS NOT NULL) THEN 'no_cpu_ops'
+                    WHEN j.has_stacks AND EXISTS (SELECT 1 FROM layer_hints x WHERE x.source_format = j.source_format
+                                                  AND x.lack = 'no_modules' AND x.fix IS NOT NULL) THEN 'no_modules'
+                    ELSE 'no_layers' END
                 WHEN j.no_launch_ns * 2 > j.no_layer_ns THEN 'no_launch'
                 WHEN j.other_domain_ns * 2 > j.no_layer_ns THEN 'other_domain'
                 WHEN j.backward_unlinked_ns * 2 > j.backward_ns

@@ -473,6 +473,21 @@ def test_another_tool_s_json_is_refused_naming_it(name: str, tmp_path: Path) -> 
 
 
 def test_every_file_is_tested() -> None:
-    assert len(CHROME) == 7 and len(NSYS) == 2 and len(KERNEL_LESS) == 5 and len(OTHER_TOOLS) == 5
+    assert len(CHROME) == 8 and len(NSYS) == 2 and len(KERNEL_LESS) == 5 and len(OTHER_TOOLS) == 5
     assert {p.name for p in EXTERNAL.glob("*.gz")} == set(CHROME) | set(NSYS) | KERNEL_LESS
     assert {p.name for p in OTHER_TOOLS_DIR.glob("*.gz")} == OTHER_TOOLS.keys() | {NVPROF}
+
+
+def test_fp32_gemms_beside_a_tf32_convolution_are_told_to_allow_tf32_matmuls(tmp_path: Path) -> None:
+    # A real RTX A4000 trace (GPU activity only): FP32 `ampere_sgemm_*` GEMMs, and one TF32 convolution of cuDNN's
+    # CUTLASS (`cutlass_tensorop_s1688fprop_optimized_tf32_...`), TF32 being on by default for convolutions only.
+    # Taken for a GEMM, that kernel had the findings tell the sgemms "TF32 is on and the library still chose FP32".
+    path = EXTERNAL / "sevit_a4000_cuda_only.json.gz"
+    kernels = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("cat") == "Kernel"]
+    sgemms = Counter(e["name"] for e in kernels if e["name"].startswith("ampere_sgemm_"))
+    assert any("tensorop_s1688fprop" in e["name"] and "tf32" in e["name"] for e in kernels)
+    normalize_file(path, tmp_path / "out")
+    con = connect(tmp_path / "out", views=["findings"], materialize=True)
+    got = con.sql("SELECT kernel, launches, fix FROM findings WHERE rule = 'fp32_no_tensor_cores'").fetchall()
+    assert {k: n for k, n, _ in got} == {k: n for k, n in sgemms.items() if k in {g[0] for g in got}} and got
+    assert all(fix.startswith("Allow TF32 matmuls") for _, _, fix in got), got

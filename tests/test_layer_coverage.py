@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,31 @@ def test_work_in_another_domains_ranges_names_the_domain(tmp_path: Path) -> None
     normalize_file(SAMPLES / "h200_smallcnn" / "nsys.sqlite.gz", tmp_path / "plain")
     plain = coverage(tmp_path / "plain")
     assert (plain["other_domain_ns"], plain["other_domains"], plain["lack"]) == (0, None, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "lack", "fix"),
+    [
+        ("sevit_a4000_cuda_only.json.gz", "no_cpu_ops", "record with activities=[ProfilerActivity.CPU"),
+        ("gpupuzzlers_vector_flops1.json.gz", "no_modules", "wrap the work in nn.Module calls"),
+    ],
+)
+def test_a_chrome_trace_without_layers_gets_the_fix_for_what_it_holds(
+    tmp_path: Path, name: str, lack: str, fix: str
+) -> None:
+    # Both were told "record with with_stack=True": one holds GPU activity alone (no CPU op for a stack to sit on;
+    # 4 real traces), the other Python stacks without a module call (8 real traces of scripts calling none).
+    path = SAMPLES / "external" / name
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    cats = Counter(e.get("cat") for e in events)
+    modules = [e for e in events if e.get("cat") == "python_function" and e["name"].startswith("nn.Module:")]
+    if lack == "no_cpu_ops":
+        assert cats["cpu_op"] == cats["python_function"] == 0
+    else:
+        assert cats["cpu_op"] > 0 and cats["python_function"] > 0 and modules == []
+    assert cats["kernel"] + cats["Kernel"] > 0
+    result = normalize_file(path, tmp_path / "out")
+    [said] = [w for w in result.warnings if w.startswith("no layer:")]
+    assert f"; fix: {fix}" in said and "with_stack=True)" not in said.split("; fix: ")[1][:60]
+    got = coverage(tmp_path / "out")
+    assert (got["lack"], got["no_layer_pct"]) == (lack, 100.0) and got["fix"].startswith(fix)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.layer_hints import NOT_LAYERS, no_layer_warning
+from pipeline.layer_hints import NOT_LAYERS, no_layer_lack, no_layer_warning
 from pipeline.lean import duckdb_connect
 from pipeline.store import TraceWriter
 
@@ -96,4 +96,10 @@ def layer_warnings(writer: TraceWriter, source_format: str) -> list[str]:
         cpu = ranges.filter(pc.not_equal(ranges["kind"], "gpu"))
         if not pc.all(pc.fill_null(pc.match_substring_regex(cpu["text"], NOT_LAYERS), True)).as_py():
             return []
-    return [no_layer_warning(source_format)]
+    has_ops = bool(writer.rows.get("ops", 0))
+    has_stacks = (
+        has_ops
+        and pq.read_table(writer.staged_file("ops"), columns=["call_stack"])["call_stack"].null_count
+        < (writer.rows["ops"])
+    )
+    return [no_layer_warning(source_format, no_layer_lack(source_format, has_ops, has_stacks))]
