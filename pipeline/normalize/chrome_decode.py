@@ -221,6 +221,12 @@ def _read(path: Path) -> tuple[bytes | mmap.mmap, msgspec.Struct, list[tuple[int
 
 #: A top-level JSON array is the chrome trace's "JSON array format" only when it lists event objects.
 NOT_EVENTS = "a top-level array whose items are not event objects (item 0 is not a {...} object)"
+#: torch.profiler's ``export_memory_timeline(path)`` writes ``[times, sizes]``: a list of instants (us) and, for
+#: each, a list of bytes per memory category (torch/profiler/_memory_profiler.py); a real one was taken for a trace.
+MEMORY_TIMELINE = (
+    "it is a PyTorch memory timeline (profile.export_memory_timeline: [times, bytes per category]), not a trace: "
+    "write the trace with prof.export_chrome_trace(path) or torch.profiler.tensorboard_trace_handler"
+)
 
 
 def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
@@ -229,8 +235,9 @@ def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
         if _first_char(data) == b"[":
             # The chrome trace "JSON array format": a bare list of events, no metadata.
             events = msgspec.json.decode(data, type=list[msgspec.Raw])
-            if events and _first_char(bytes(events[0])) != b"{":  # a real memory-timeline export: two lists
-                raise BadInputError(path, f"JSON is not a chrome trace: {NOT_EVENTS}")
+            if events and _first_char(bytes(events[0])) != b"{":
+                what = MEMORY_TIMELINE if _is_memory_timeline(events) else NOT_EVENTS
+                raise BadInputError(path, f"JSON is not a chrome trace: {what}")
             if events and (what := _what_array_it_is(bytes(events[0]))):
                 raise BadInputError(path, f"JSON is not a chrome trace: {what}")
             return Trace(traceEvents=events)
@@ -242,6 +249,19 @@ def _read_slow(path: Path, data: bytes | mmap.mmap) -> msgspec.Struct:
     if trace.traceEvents is None:
         raise BadInputError(path, f"JSON is not a chrome trace: {_what_json_it_is(data)}")
     return trace
+
+
+def _is_memory_timeline(items: list[msgspec.Raw]) -> bool:
+    """Whether a top-level array is ``[times, sizes]`` (:data:`MEMORY_TIMELINE`): two lists of one length, numbers
+    and lists of numbers."""
+    if len(items) != 2:
+        return False
+    try:
+        times = msgspec.json.decode(items[0], type=list[float])
+        sizes = msgspec.json.decode(items[1], type=list[list[float]])
+    except msgspec.MsgspecError:
+        return False
+    return len(times) == len(sizes)
 
 
 def _what_array_it_is(item: bytes) -> str | None:

@@ -193,11 +193,18 @@ CHROME_CASES = [
     Case("chrome_gzip_cut.json.gz", _gzip_cut(_chrome(), 0.6), error="gzip stream ends early"),
     Case("chrome_not_a_trace.json", _bytes(b'{"schemaVersion": 1, "events": []}'), error="no traceEvents array"),
     Case("chrome_events_not_a_list.json", _bytes(b'{"traceEvents": 5}'), error="got `int`"),
-    # a real memory-timeline export's shape (two lists of 16,418 items): once "Expected `object`, got `array` - at
-    # `$.traceEvents[0]`", a key the file does not have
+    # a real memory-timeline export's shape (torch.profiler's export_memory_timeline: [times, bytes per category],
+    # two lists of 16,418 items): once "Expected `object`, got `array` - at `$.traceEvents[0]`", a key the file does
+    # not have, then an array "whose items are not event objects", naming neither the file's kind nor the fix
     Case(
+        "chrome_memory_timeline.json",
+        _bytes(b"[[1726077563878112, 1726077563891027, 1726077563891064], [[0, 1], [2, 3], [4, 5]]]"),
+        error="JSON is not a chrome trace: it is a PyTorch memory timeline (profile.export_memory_timeline: "
+        "[times, bytes per category]), not a trace: write the trace with prof.export_chrome_trace(path)",
+    ),
+    Case(  # two lists of different lengths, or of other items: no memory timeline
         "chrome_array_of_lists.json",
-        _bytes(b"[[1.5, 2.5, 3.5], [[0, 1], [2, 3], [4, 5]]]"),
+        _bytes(b"[[1.5, 2.5, 3.5], [[0, 1], [2, 3]]]"),
         error="JSON is not a chrome trace: a top-level array whose items are not event objects",
     ),
     Case("chrome_empty.json", _bytes(b""), error="file is empty"),
