@@ -68,16 +68,17 @@ def progress(items: Iterable[T], total: int, label: str, quiet: bool = False) ->
 
 
 def fail(message: str) -> None:
-    _console("err").print(f"[bold red]error:[/] {_text(message)}", highlight=False, soft_wrap=True)
+    _console("err").print(f"[bold red]error:[/] {plain(message)}", highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    _console("err").print(f"[yellow]warning:[/] {_text(message)}", highlight=False, soft_wrap=True)
+    _console("err").print(f"[yellow]warning:[/] {plain(message)}", highlight=False, soft_wrap=True)
 
 
-def _text(message: str) -> str:
-    """``message`` escaped for rich: it is text, not markup (rich drops a bracketed lowercase word as an unknown
-    style: "[times, bytes per category]" went missing from an error)."""
+def plain(message: str) -> str:
+    """``message`` escaped for rich: it is text, not markup. Rich drops a bracketed lowercase word as an unknown
+    style ("[times, bytes per category]" went missing from an error); a trace's own texts (range names, kernel
+    names, paths) go through here too wherever rich prints them."""
     from rich.markup import escape
 
     return escape(message)

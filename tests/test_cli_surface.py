@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import ROOT, SMALLCNN
+from tests.conftest import ROOT, SMALLCNN, gunzip_to
 
 
 def tp(*args: object, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
@@ -203,3 +203,20 @@ def test_capture_nsys_on_this_machine(tmp_path: Path) -> None:
     r = tp("capture", "nsys", "-m", "torchvision.models:resnet18", "-i", "1,3,32,32", "-o", tmp_path / "cap")
     assert "capture nsys needs an NVIDIA GPU" in one_line_error(r, 2)
     assert not (tmp_path / "cap").exists()
+
+
+def test_a_traces_own_texts_print_as_they_are_not_as_rich_markup(tmp_path: Path) -> None:
+    # Rich reads `[...]` in a printed string as a style and drops a lowercase one it does not know: a range
+    # `[enc] conv1` printed as ` conv1` in the report's and diff's summaries. The small CNN's ranges so renamed.
+    db = sqlite3.connect(gunzip_to(ROOT / "sample_traces/h200_smallcnn/nsys.sqlite.gz", tmp_path / "t.sqlite"))
+    assert db.execute("UPDATE NVTX_EVENTS SET text = '[enc] ' || text WHERE eventType = 59").rowcount > 0
+    db.commit()
+    db.close()
+    r = tp("run", tmp_path / "t.sqlite", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    r = tp("report", tmp_path / "o" / "analysis", "--out", tmp_path / "rep", "-j", "1", COLUMNS="200")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\d% \[enc\] conv\d", r.stdout), r.stdout  # the summary table's top layer
+    r = tp("diff", tmp_path / "o" / "normalized", tmp_path / "t.sqlite", COLUMNS="200")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^ \[enc\] step/\[enc\] conv1 +\d", r.stdout, flags=re.M), r.stdout  # a row of its table
