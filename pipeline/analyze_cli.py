@@ -87,7 +87,8 @@ def analyze(
     """
     from pipeline import catalog
     from pipeline.analyze import analysis_warnings, connect, create_views, default_views, view_files, write_views
-    from pipeline.outputs import refuse_inside_normalized
+    from pipeline.analyze.views import unknown_views
+    from pipeline.outputs import output_folder, refuse_inside_normalized
 
     refuse_inside_normalized(out)  # before anything is read or written (write_views checks it again)
     sql_dir = catalog.SQL_DIR
@@ -96,11 +97,11 @@ def analyze(
         sys.exit(EXIT_FAILED)
     formats = tuple(dict.fromkeys([*formats, *(["csv"] if with_csv else [])]))
     views = list(only) or default_views(sql_dir)
-    unknown = set(views) - set(view_files(sql_dir))
-    if unknown:
-        raise click.BadParameter(f"no such view(s): {', '.join(sorted(unknown))}", param_hint="--view")
+    if said := unknown_views(views, sql_dir):
+        raise click.BadParameter(said, param_hint="--view")
     from pipeline.analyze import incremental as inc
 
+    output_folder(out)  # a file there, or the normalized data: exit 2 before anything is computed
     if device is not None and not as_json:
         part = DEVICE_PRESETS[device]
         console.out.print(

@@ -69,6 +69,7 @@ def normalize(
 
     from pipeline.normalize.batch import TRACE_SUFFIXES, expand_inputs, normalize_many
     from pipeline.normalize.source import max_input_bytes
+    from pipeline.outputs import made_folder
     from pipeline.store import check_trace_id
 
     missing = [p for p in inputs if not p.exists()]
@@ -93,7 +94,7 @@ def normalize(
     if trace_id is not None:
         check_trace_id(trace_id)  # before anything is written: exit 2 with the rule
     max_input_bytes()  # a bad TRACEPIPE_MAX_INPUT_BYTES fails once, not once per input
-    out.mkdir(parents=True, exist_ok=True)
+    made_folder(out)
     bad: list[BadInputError] = []
     broken: list[Path] = []
     died: list[Path] = []

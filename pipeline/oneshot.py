@@ -48,12 +48,18 @@ def run_command(
       tracepipe run trace.json.gz --view kernel_name_summary --view step_gpu_idle   # HTA's two breakdowns only
       tracepipe run job/ -j 8 --device rtx3090 --csv    # 8 ranks at once, projected onto an RTX 3090
     """
+    from pipeline.analyze.views import unknown_views
     from pipeline.analyze_cli import analyze
+    from pipeline.catalog import SQL_DIR
     from pipeline.lean import release_arrow_memory
     from pipeline.normalize_cli import normalize
-    from pipeline.outputs import refuse_inside_normalized
+    from pipeline.outputs import made_folder, refuse_inside_normalized
 
-    refuse_inside_normalized(out / "analysis")  # before normalizing: analyze would refuse it after
+    # what analyze would refuse after normalizing, refused before: a misspelt view, an --out it cannot write
+    if said := unknown_views(only, SQL_DIR):
+        raise click.BadParameter(said, param_hint="--view")
+    refuse_inside_normalized(out / "analysis")
+    made_folder(out)
     ctx.invoke(normalize, inputs=inputs, out=out / "normalized", force=force, quiet=quiet, jobs=jobs)
     release_arrow_memory()  # what normalize's Arrow work left in the pools would stay in RSS through analyze
     ctx.invoke(

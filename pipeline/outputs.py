@@ -51,8 +51,15 @@ def refuse_inside_normalized(path: Path) -> Path:
 def output_folder(out: Path) -> Path:
     """``out`` made (with its parents) to hold a command's results, after :func:`refuse_inside_normalized`."""
     refuse_inside_normalized(out)
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"cannot write into {out}: it is a file; give a folder (--out)")
+    return made_folder(out)
+
+
+def made_folder(out: Path) -> Path:
+    """``out`` made (with its parents) as a folder; OutputError (exit 2) when it, or a folder above it, is a file
+    (``run --out FILE`` was NotADirectoryError, exit 1)."""
+    above = next((p for p in (out, *out.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise OutputError(f"cannot write into {out}: {above} is a file; give a folder (--out)")
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
     return out

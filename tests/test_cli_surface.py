@@ -220,3 +220,26 @@ def test_a_traces_own_texts_print_as_they_are_not_as_rich_markup(tmp_path: Path)
     r = tp("diff", tmp_path / "o" / "normalized", tmp_path / "t.sqlite", COLUMNS="200")
     assert r.returncode == 0, r.stderr
     assert re.search(r"^ \[enc\] step/\[enc\] conv1 +\d", r.stdout, flags=re.M), r.stdout  # a row of its table
+
+
+@pytest.mark.parametrize("command", ["run", "normalize", "analyze"])
+def test_an_out_that_is_a_file_is_bad_input_before_any_work(tmp_path: Path, command: str) -> None:
+    # `run --out FILE` was NotADirectoryError, `normalize` FileExistsError, `analyze` NotADirectoryError: exit 1,
+    # which says "a bug in the tool".
+    taken = tmp_path / "taken"
+    taken.write_text("a user's file")
+    src = ROOT / "sample_traces/h200_smallcnn/nsys.sqlite.gz"
+    if command == "analyze":
+        assert tp("normalize", src, "--out", tmp_path / "n", "-q").returncode == 0
+        src = tmp_path / "n"
+    for out in (taken, taken / "sub"):
+        r = tp(command, src, "--out", out, "-q")
+        line = one_line_error(r, 2)
+        assert f"cannot write into {out}: {taken} is a file; give a folder (--out)" in line
+    assert taken.read_text() == "a user's file"
+
+
+def test_a_misspelt_view_is_refused_before_normalizing_with_the_closest_name(tmp_path: Path) -> None:
+    r = tp("run", SMALLCNN / "nsys.sqlite.gz", "--out", tmp_path / "o", "--view", "kernel_layer", "-q")
+    assert r.returncode == 2 and "no such view(s): kernel_layer (did you mean kernel_layers?)" in r.stderr
+    assert not (tmp_path / "o").exists()  # nothing normalized first

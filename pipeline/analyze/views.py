@@ -209,3 +209,19 @@ def computed_once(
     return [
         v for v in needed_views(views, sql_dir, existing) if v in shared or (staged and STAGED in files[v].read_text())
     ]
+
+
+def unknown_views(views: list[str] | tuple[str, ...], sql_dir: Path) -> str | None:
+    """The message for the names of ``views`` that are no view of ``sql_dir`` (each with the closest view's name,
+    as DuckDB's "Did you mean"), or None when all are views."""
+    import difflib
+
+    known = sorted(view_files(sql_dir))
+    unknown = sorted(set(views) - set(known))
+    if not unknown:
+        return None
+    said = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        said.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return f"no such view(s): {', '.join(said)}; `tracepipe views` lists them"
