@@ -30,6 +30,25 @@ def is_normalized(folder: Path) -> bool:
     return (folder / STATE).is_dir() or (folder / "trace_meta").is_dir()
 
 
+def wrong_folder(folder: Path, wanted: str) -> str | None:
+    """What ``folder`` is when a command that reads ``wanted`` (``"analysis"``, ``"normalized"`` or ``"either"``) was
+    given it and it is not that, with the fix; None when there is nothing more to say than the command's own text.
+    Cases users met: a path that does not exist, a trace file, the folder ``tracepipe run --out`` wrote (which
+    holds ``normalized/`` and ``analysis/``)."""
+    folder = Path(folder)
+    if not folder.exists():
+        return "no such folder"
+    if not folder.is_dir():
+        return "a file, not a folder: give an --out folder of tracepipe (a trace file: `tracepipe run FILE` first)"
+    inside = [name for name in ("analysis", "normalized") if (folder / name).is_dir()]
+    if wanted != "either":
+        inside = [name for name in inside if name == wanted]
+    if inside:
+        listed = " or ".join(str(folder / name) for name in inside)
+        return f"the folder `tracepipe run` wrote: give {listed}"
+    return None
+
+
 def normalized_folder_holding(path: Path) -> Path | None:
     """The normalized folder ``path`` is, or lies inside (links resolved), if any."""
     target = Path(path).expanduser().resolve()

@@ -291,3 +291,28 @@ def test_sql_findings_equal_analyzes(nsys_out: Path, tmp_path: Path) -> None:
     )
     assert want
     assert sorted(got, key=lambda row: tuple((v is None, v) for v in row)) == want
+
+
+def test_a_wrong_folder_is_said_for_what_it_is_with_the_folder_to_give(tmp_path: Path) -> None:
+    # A user's first hour: the parent folder `tracepipe run --out` wrote, a path that does not exist and a trace
+    # file were all told "neither a normalized folder nor an analysis folder", and report, given the normalized
+    # folder, advised analyzing it into itself.
+    run = tmp_path / "run"
+    (run / "normalized" / "trace_meta").mkdir(parents=True)
+    (run / "analysis").mkdir()
+    trace = SMALLCNN / "nsys.sqlite.gz"
+    cases = [
+        (
+            ("sql", run, "SELECT 1"),
+            f"the folder `tracepipe run` wrote: give {run / 'analysis'} or {run / 'normalized'}",
+        ),
+        (("findings", run), f"give {run / 'analysis'} or {run / 'normalized'}"),
+        (("report", run, "--out", tmp_path / "r"), f"the folder `tracepipe run` wrote: give {run / 'analysis'}"),
+        (("export", "perfetto", run), f"the folder `tracepipe run` wrote: give {run / 'normalized'}"),
+        (("sql", tmp_path / "nope", "SELECT 1"), "no such folder"),
+        (("findings", trace), "a file, not a folder: give an --out folder of tracepipe (a trace file: `tracepipe run"),
+        (("report", run / "normalized", "--out", tmp_path / "r"), f"run `tracepipe analyze {run / 'normalized'} --out"),
+    ]
+    for args, said in cases:
+        r = tp(*args)
+        assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)

@@ -13,7 +13,7 @@ import pytest
 from pipeline.errors import BadInputError
 from pipeline.normalize import normalize_file
 from pipeline.schema import TABLES
-from tests.conftest import SMALLCNN, q
+from tests.conftest import SMALLCNN, gunzip_to, q
 
 TID = "h200_smallcnn.nsys"
 
@@ -204,3 +204,26 @@ def test_failed_nsys_export_names_the_missing_importer_library(tmp_path: Path, m
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     with pytest.raises(BadInputError, match=r"libdw\.so\.1"):
         normalize_file(SMALLCNN.parent / "h200_resnet18" / "nsys.nsys-rep", tmp_path / "out")
+
+
+def test_a_domain_first_met_past_a_thousand_ranges_is_read(tmp_path: Path) -> None:
+    # A real emit_nvtx training export (MIT, bolongcheng/assignment2-systems: 13,915 default-domain ranges, then a
+    # CUB sort's range in domain CCCL) stopped normalize with "Type mismatch in column 3: expected INT64 but got
+    # STRING" (exit 1): ADBC typed the domain column from its first 1,024 rows, all NULL. The small CNN's export
+    # made into one: 1,100 one-ns ranges before its own, and a CCCL range after them.
+    db = sqlite3.connect(gunzip_to(SMALLCNN / "nsys.sqlite.gz", tmp_path / "t.sqlite"))
+    tid, first, last = db.execute(
+        'SELECT globalTid, min(start), max("end") FROM NVTX_EVENTS WHERE eventType = 59'
+    ).fetchone()
+    db.executemany(
+        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, 59, ?, ?, 0)',
+        [(first - 3000 + 2 * i, first - 3000 + 2 * i + 1, f"r{i}", tid) for i in range(1100)],
+    )
+    insert = 'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, 9)'
+    db.execute(insert, (first - 4000, None, 75, "CCCL", tid))  # the domain's creation
+    db.execute(insert, (last + 10, last + 20, 59, "cub::DeviceRadixSort::SortKeys", tid))
+    db.commit()
+    db.close()
+    normalize_file(tmp_path / "t.sqlite", tmp_path / "out")
+    got = q(tmp_path / "out", "SELECT domain, count(*) FROM nvtx_ranges GROUP BY ALL ORDER BY ALL")
+    assert got == [("CCCL", 1), (None, 1100 + 25)]

@@ -171,7 +171,7 @@ def test_bad_input_names_the_folder_and_writes_nothing(analysis: Path, tmp_path:
     assert r.returncode == 2 and str(empty) in r.stderr and "no analysis Parquet" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
     r = tp("report", tmp_path / "nope", "--out", out)
-    assert r.returncode == 2 and "not a folder" in r.stderr and not out.exists()
+    assert r.returncode == 2 and "no such folder" in r.stderr and not out.exists()
     broken = tmp_path / "broken"
     shutil.copytree(analysis, broken)
     data = (broken / "kernel_layers.parquet").read_bytes()

@@ -37,6 +37,7 @@ from pipeline.analyze.views import (
 from pipeline.catalog import PY_TABLES, SQL_DIR
 from pipeline.errors import BadInputError, SettingError, parse_size
 from pipeline.lean import duckdb_connect, duckdb_threads, size_arrow_pool
+from pipeline.outputs import wrong_folder
 from pipeline.schema import SCHEMA_VERSION, TABLES, major, select_list
 from pipeline.store import committed, committed_files, hold_readers, trace_ids
 
@@ -327,8 +328,9 @@ def connect_analysis(folder: str | Path, sql_dir: Path = SQL_DIR) -> duckdb.Duck
     if not files:
         raise BadInputError(
             folder,
-            "neither a normalized folder (no trace_meta/) nor an analysis folder (no view's "
-            "Parquet): give tracepipe normalize's or tracepipe analyze's --out folder",
+            wrong_folder(folder, "either")
+            or "neither a normalized folder (no trace_meta/) nor an analysis folder (no view's Parquet): give "
+            "tracepipe normalize's or tracepipe analyze's --out folder",
         )
     _, con = _private_connection()
     for name, path in files.items():

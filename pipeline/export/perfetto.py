@@ -41,7 +41,7 @@ import duckdb
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.chrome_map import MEMCPY_KINDS
-from pipeline.outputs import refuse_inside_normalized, writing
+from pipeline.outputs import refuse_inside_normalized, writing, wrong_folder
 
 #: Counters show a layer path cut to the deepest depth that gives at most this many layers (``counter_depth``).
 MAX_COUNTER_LAYERS = 16
@@ -426,6 +426,8 @@ def pick_trace(normalized: Path, trace_id: str | None) -> str:
     """The trace to export: ``trace_id`` when the folder has it, else the folder's only trace."""
     from pipeline.store import trace_ids
 
+    if said := wrong_folder(Path(normalized), "normalized"):
+        raise BadInputError(normalized, said)
     if not Path(normalized).is_dir():
         raise BadInputError(normalized, "no such folder: give a folder written by `tracepipe normalize`")
     have = trace_ids(normalized)

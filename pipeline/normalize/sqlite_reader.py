@@ -27,6 +27,12 @@ from pipeline.normalize.source import SQLITE_MAGIC
 
 #: Rows per Arrow batch read from sqlite, and so per Parquet row group written.
 BATCH_ROWS = 65536
+#: Rows per batch of a whole result read at once (:meth:`Sqlite.arrow`): all of them in one. ADBC's sqlite driver
+#: types each column from its first batch, a column NULL all through it as int64, and fails on a later string: a
+#: real emit_nvtx training export, whose first CCCL-domain range came after 13,913 default-domain ones, stopped
+#: normalize with "Type mismatch in column 3" (exit 1) at the default 1,024 rows. The driver grows its arrays as
+#: rows come, so the size allocates nothing.
+WHOLE_RESULT_ROWS = 1 << 30
 #: Rows of a table (by rowid) one reader thread of :meth:`Sqlite.chunked_batches` reads at a time, and the
 #: most chunks it splits a table into (rowids far sparser than 1..n make each chunk span more of them).
 CHUNK_ROWS = 4 * BATCH_ROWS
@@ -76,6 +82,7 @@ class Sqlite:
         """The whole result; an empty one keeps its columns (typed int64 where sqlite cannot tell)."""
         stmt = self._statement()
         try:
+            stmt.set_options(**{adbc_sqlite.StatementOptions.BATCH_ROWS.value: str(WHOLE_RESULT_ROWS)})
             return self._reader(stmt, sql).read_all()
         except adbc.Error as e:
             raise BadInputError(self.shown, f"sqlite query failed ({first_line(e)})") from e

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import BadInputError
+from pipeline.outputs import is_normalized, wrong_folder
 
 #: view -> columns the report reads from it; without any of these views there is nothing to report.
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -147,15 +148,17 @@ def _read(path: Path) -> pl.DataFrame:
 
 def load(folder: Path) -> Views:
     """Every view the report uses; BadInputError names the folder or file that is not an analysis output."""
-    if not folder.is_dir():
-        raise BadInputError(folder, "not a folder (give the --out folder of `tracepipe analyze`)")
+    if said := wrong_folder(folder, "analysis"):
+        raise BadInputError(folder, said)
     files = {name: folder / f"{name}.parquet" for name in REQUIRED}
     missing = [n for n, p in files.items() if not p.is_file()]
     if len(missing) == len(files):
+        # a normalized folder: analyze it into a folder of its own (never into the normalized data)
+        source = folder if is_normalized(folder) else Path("NORMALIZED")
         raise BadInputError(
             folder,
             "no analysis Parquet here (expected " + ", ".join(f"{n}.parquet" for n in REQUIRED) + "; "
-            "run `tracepipe analyze NORMALIZED --out " + str(folder) + "` first)",
+            f"run `tracepipe analyze {source} --out ANALYSIS` first and give ANALYSIS)",
         )
     if missing:
         raise BadInputError(files[missing[0]], "missing (re-run `tracepipe analyze`)")

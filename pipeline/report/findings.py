@@ -16,6 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.errors import BadInputError
+from pipeline.outputs import wrong_folder
 
 #: Lines the terminal table may take when the terminal's height is unknown (output piped to a file).
 DEFAULT_SCREEN_LINES = 40
@@ -45,7 +46,8 @@ def load(folder: Path, trace_id: str | None = None, rule: str | None = None) -> 
     else:
         raise BadInputError(
             folder,
-            "neither an analysis folder with findings.parquet nor a normalized folder: give the --out folder of "
+            wrong_folder(folder, "either")
+            or "neither an analysis folder with findings.parquet nor a normalized folder: give the --out folder of "
             "`tracepipe analyze` or of `tracepipe normalize`",
         )
     if trace_id is not None:
