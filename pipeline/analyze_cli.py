@@ -188,6 +188,7 @@ def sql(
         run_interruptible,
         write_result,
     )
+    from pipeline.outputs import is_normalized
 
     if not 1 <= max_rows <= MAX_ROWS:  # DuckDB's renderer counts rows in 64 bits
         raise click.BadParameter(f"{max_rows} is not a whole number from 1 to {MAX_ROWS}", param_hint="--max-rows")
@@ -219,7 +220,10 @@ def sql(
             con.ensure_views(None)  # a view reached some way the parser does not see (a user's macro): all of them
             table = run_interruptible(con, lambda: fetch(con, query))
     except duckdb_error() as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
-        console.fail(f"query failed: {first_line(e)}")
+        said = first_line(e)
+        if said.startswith("Catalog Error") and not is_normalized(normalized):  # an analysis folder
+            said += " (an analysis folder holds the views analyze wrote; the tables are the normalized folder's)"
+        console.fail(f"query failed: {said}")
         sys.exit(EXIT_BAD_INPUT)
     if table is None:
         return

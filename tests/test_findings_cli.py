@@ -64,7 +64,7 @@ def test_findings_formats_carry_every_finding(run_out: tuple[Path, str], tmp_pat
     assert isinstance(objs[0]["at_stake_ns"], int) and objs[0]["fix"].startswith("channels_last")
     r = tp("findings", analysis, "--format", "markdown")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 2 + found.height and "| channels_last:" in r.stdout
-    r = tp("findings", analysis, "--format", "markdown", "--trace-id", "nope")
+    r = tp("findings", analysis, "--format", "markdown", "--rule", "straggler_rank")  # one trace: no straggler
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 2
     for name in ("f.csv", "f.json", "f.md", "f.parquet"):
         r = tp("findings", analysis, "-o", tmp_path / name)
@@ -119,3 +119,17 @@ def test_report_summary_opens_with_findings_and_prints_whole_when_piped(
     lines = [line for line in r.stdout.splitlines() if not line.startswith("wrote ")]  # a path is not wrapped
     assert r.returncode == 0 and all(len(line) <= 80 for line in lines)
     assert "kerne…" not in r.stdout and "GPU …" not in r.stdout
+
+
+def test_a_misspelt_rule_or_an_unknown_trace_is_refused_not_an_empty_answer(run_out: tuple[Path, str]) -> None:
+    # `findings --rule launchbound` and `--trace-id nope` printed "No findings: no rule found GPU time worth a look".
+    from pipeline.store import trace_ids
+
+    out, _ = run_out
+    [trace] = trace_ids(out / "normalized")
+    r = tp("findings", out / "analysis", "--rule", "launchbound")
+    assert r.returncode == 2 and "no rule 'launchbound' (did you mean launch_bound?): --rule is one of" in r.stderr
+    r = tp("findings", out / "analysis", "--trace-id", "nope")
+    assert r.returncode == 2 and f"no trace 'nope' here: --trace-id is one of {trace}" in r.stderr, r.stderr
+    r = tp("findings", out / "analysis", "--trace-id", trace, "--rule", "straggler_rank")  # known, none found
+    assert r.returncode == 0 and r.stdout.startswith("No findings"), r.stdout

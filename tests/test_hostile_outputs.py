@@ -115,7 +115,8 @@ def test_export_from_inside_the_data_with_no_output_named_is_refused(normalized:
 def test_the_shell_output_is_never_inside_the_data(normalized: Path) -> None:
     before = snapshot(normalized)
     r = tp("sql", normalized, stdin=f".output {normalized}/{PART}/y.csv\nSELECT 42 AS answer;\n")
-    assert r.returncode == 0 and "answer" in r.stdout and "42" in r.stdout  # the shell goes on, on the terminal
+    # the shell goes on, on the terminal; piped, the refusal still ends it with exit 2
+    assert r.returncode == 2 and "answer" in r.stdout and "42" in r.stdout
     assert f"{PART}/y.csv" in r.stderr and "inside the normalized data" in r.stderr
     assert snapshot(normalized) == before
 
@@ -155,7 +156,7 @@ def test_a_refused_write_is_one_line_naming_the_result(
 def test_a_refused_write_under_the_shells_output_goes_back_to_the_terminal(normalized: Path, tmp_path: Path) -> None:
     result = tmp_path / "big.csv"
     r = tp("sql", normalized, stdin=f".output {result}\n.mode json\n{BIG};\nSELECT 7 AS after;\n", fsize=4096)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr  # piped: the rest ran, and the exit says a write was refused
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"Error: {result}: file too large") and line.endswith("results go to the terminal again")
     assert r.stdout.splitlines() == ['{"after": 7}']
@@ -211,7 +212,7 @@ def test_maxrows_past_64_bits_is_refused_and_the_shell_goes_on(normalized: Path)
         normalized,
         stdin=f".maxrows 99999999999999999999\n.maxrows ²\n.maxrows\n.maxrows {limit}\n.maxrows\nSELECT 42 AS x;\n",
     )
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr  # piped: the shell went on, and says it met errors
     assert r.stderr.splitlines() == [f"Error: .maxrows takes a whole number from 1 to {limit}"] * 2
     assert r.stdout.splitlines()[:2] == ["current max rows: 40", f"current max rows: {limit}"]
     assert "42" in r.stdout

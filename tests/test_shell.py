@@ -220,3 +220,28 @@ def test_piped_input_prints_results_only(nsys_out: Path, tmp_path: Path, mode: s
     assert "D " not in r.stdout and "tracepipe sql:" not in r.stdout + r.stderr
     assert r.stdout.rstrip().splitlines()[-1] == json.dumps({"s": "a;b"})
     assert ("n\n33\n" in r.stdout) == (mode == "csv")  # 33 kernels in the sample
+
+
+def test_piped_input_that_fails_exits_2_and_keeps_duckdbs_hints(nsys_out: Path, tmp_path: Path) -> None:
+    # `printf 'SELEC 1;\nSELECT 2;' | tracepipe sql DIR` printed the error and exited 0 (DuckDB's CLI: 1), so a
+    # script could not tell; and DuckDB's "Did you mean" line was cut off the error.
+    script = "SELECT count(*) AS n FROM kernel_layer;\nSELECT 2 AS ok;\n"
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "sql", str(nsys_out), "--format", "csv"],
+        input=script,
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path / "history"),
+        check=False,
+    )
+    assert r.returncode == 2 and r.stdout == "ok\n2\n"  # the rest still ran, as DuckDB's CLI does
+    assert 'Table with name kernel_layer does not exist! Did you mean "kernel_layers"?' in r.stderr, r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "sql", str(nsys_out), "--format", "csv"],
+        input="SELECT 2 AS ok;\n",
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path / "history"),
+        check=False,
+    )
+    assert r.returncode == 0 and r.stdout == "ok\n2\n"

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from pipeline.analyze.readonly import read_only_query
 from pipeline.catalog import descriptions, is_public
-from pipeline.errors import OutputError
+from pipeline.errors import EXIT_BAD_INPUT, OutputError
 from pipeline.outputs import check_new_file, writing
 
 __all__ = ["OutputError", "check_new_file"]  # where the sql command has always found them
@@ -190,8 +190,16 @@ def run_interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], Any]) -
     return box.get("value")
 
 
+#: Lines of a DuckDB error kept after its first: its own hints, as its CLI prints them.
+HINT_LINES = ("Did you mean", "Candidate bindings", "Candidate functions")
+
+
 def first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    """The error in one line: its first, and DuckDB's hints (``Did you mean "kernel_layers"?``) after it."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    return " ".join([lines[0], *(line for line in lines[1:] if line.startswith(HINT_LINES))])
 
 
 HELP = """\
@@ -218,6 +226,8 @@ class Shell:
         self.max_rows = 40
         self.out: IO[str] = sys.stdout
         self.out_path: Path | None = None
+        #: whether a statement or command failed: piped input then ends with exit 2, as a one-shot query does
+        self.failed = False
 
     # -- output ---------------------------------------------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -231,8 +241,8 @@ class Shell:
             self.error(f"{e}; results go to the terminal again")
             self.close()
 
-    @staticmethod
-    def error(text: str) -> None:
+    def error(self, text: str) -> None:
+        self.failed = True
         sys.stderr.write(f"Error: {text}\n")
         sys.stderr.flush()
 
@@ -246,7 +256,15 @@ class Shell:
             return
         for statement in statements:
             try:
-                table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
+                try:
+                    table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
+                except duckdb.CatalogException:
+                    # a name the statement's views did not bring (a typo): with every view there, DuckDB's "Did you
+                    # mean" names the closest of all of them (it had offered kernel_tile_patterns for kernel_layer)
+                    if not hasattr(self.con, "ensure_views"):
+                        raise
+                    self.con.ensure_views(None)
+                    table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
             except KeyboardInterrupt:
                 self.error("interrupted")
                 return
@@ -435,3 +453,5 @@ def repl(
             shell.execute(buf)
     finally:
         shell.close()
+    if shell.failed and not interactive:  # a script that failed says so to its caller (DuckDB's CLI: exit 1)
+        sys.exit(EXIT_BAD_INPUT)

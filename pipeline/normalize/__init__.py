@@ -72,7 +72,8 @@ def normalize_file(path: Path, out: Path, trace_id: str | None = None, force: bo
                 raise BadInputError(
                     path,
                     f"trace id {tid!r} in {out} already holds another file ({previous['source_path']}): "
-                    "give this one its own --trace-id, or pass --force to replace it",
+                    "give this one its own id (`tracepipe normalize FILE --trace-id ID`), or pass --force to "
+                    "replace it",
                 )
             notes.append(f"replaces trace {tid!r} normalized from {previous['source_path']}")
     opened = open_input(path)

@@ -8,6 +8,7 @@ report's opening table.  docs/findings.md describes every rule.
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
 from pathlib import Path
@@ -50,11 +51,32 @@ def load(folder: Path, trace_id: str | None = None, rule: str | None = None) -> 
             or "neither an analysis folder with findings.parquet nor a normalized folder: give the --out folder of "
             "`tracepipe analyze` or of `tracepipe normalize`",
         )
+    if rule is not None and rule not in RULE_TITLES:  # a typo would read as "no findings"
+        close = difflib.get_close_matches(rule, list(RULE_TITLES), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise BadInputError(folder, f"no rule {rule!r}{hint}: --rule is one of {', '.join(RULE_TITLES)}")
     if trace_id is not None:
+        known = _trace_ids(folder, df)
+        if trace_id not in known:
+            listed = ", ".join(known[:6]) + (" ..." if len(known) > 6 else "")
+            raise BadInputError(folder, f"no trace {trace_id!r} here: --trace-id is one of {listed}")
         df = df.filter(pl.col("trace_id") == trace_id)
     if rule is not None:
         df = df.filter(pl.col("rule") == rule)
     return df.sort(["at_stake_ns", "trace_id", "rule", "path", "kernel"], descending=[True, False, False, False, False])
+
+
+def _trace_ids(folder: Path, findings: pl.DataFrame) -> list[str]:
+    """The traces of ``folder``, with findings or not: a normalized folder's, or those an analysis folder's
+    ``layer_coverage`` (one row per trace with GPU work) and findings name."""
+    from pipeline.store import trace_ids
+
+    ids = set(findings["trace_id"].to_list())
+    if (folder / "trace_meta").is_dir():
+        ids |= set(trace_ids(folder))
+    elif (coverage := folder / "layer_coverage.parquet").is_file():
+        ids |= set(pl.read_parquet(coverage, columns=["trace_id"])["trace_id"].to_list())
+    return sorted(ids)
 
 
 def compute(normalized: Path) -> pl.DataFrame:
