@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from pipeline.analyze import connect, view_files, write_views
+from pipeline.normalize import normalize_file
 from pipeline.report.browser_check import overflows
 from tests.conftest import SAMPLES, gunzip_to
 from tests.reference import nsys_path_stats as reference_paths
@@ -268,3 +269,36 @@ def test_a_normalized_side_computes_the_views_two_of_its_views_read_once(
     (temp,) = seen
     assert {"nvtx_paths", "gpu_op_launches", "launch_point_layers"} <= temp
     assert set(shared_views(["layer_summary", "layer_macs"])) <= temp
+
+
+def test_runs_that_recorded_other_steps_compare_layer_by_layer(tmp_path: Path) -> None:
+    # The DDP sample's rank 0 against the same file with its steps numbered 11-13 (as another schedule records):
+    # "layer paths: 1 on both, 30 only in A, 30 only in B". A layer's steps are one row: ProfilerStep#*/model/head
+    # holds the three steps' head, as layer_summary has them one per step.
+    src = SAMPLES / "h100_ddp_2rank" / "rank0.json.gz"
+    trace = json.loads(gzip.decompress(src.read_bytes()))
+    renamed = 0
+    for e in trace["traceEvents"]:
+        if str(e.get("name", "")).startswith("ProfilerStep#"):
+            e["name"], renamed = f"ProfilerStep#{int(e['name'].split('#')[1]) + 10}", renamed + 1
+    assert renamed >= 3
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps(trace))
+    r = tp("diff", src, later, "--out", tmp_path / "d")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"layer paths: \d+ on both, 0 only in A, 0 only in B", r.stdout), r.stdout
+    d = pl.read_parquet(tmp_path / "d" / "layer_diff.parquet").filter(pl.col("pass") == "all")
+    assert not d["path"].drop_nulls().str.contains(r"ProfilerStep#\d").any()
+    head = d.filter(pl.col("path") == "ProfilerStep#*/model/head")
+    normalize_file(src, tmp_path / "n")
+    per_step = (
+        connect(tmp_path / "n")
+        .sql(
+            "SELECT count(*), sum(gpu_time_ns) FROM layer_summary "
+            "WHERE regexp_matches(path, '^ProfilerStep#\\d+/model/head$')"
+        )
+        .fetchall()
+    )
+    assert per_step[0][0] == 3 and head["gpu_time_a_ns"].to_list() == head["gpu_time_b_ns"].to_list() == [
+        per_step[0][1]
+    ]

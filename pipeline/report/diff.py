@@ -63,7 +63,10 @@ def parse_spec(spec: str) -> tuple[Path, str | None]:
 
 def _analysis_connection(folder: Path) -> duckdb.DuckDBPyConnection:
     """layer_summary (and layer_macs when written) from an analysis folder's Parquet."""
+    from pipeline.analyze.engine import create_macros
+
     con = duckdb.connect()
+    create_macros(con, names={"step_folded"})  # layer_diff_side's
     con.read_parquet(str(folder / "layer_summary.parquet")).create_view("layer_summary")
     macs = folder / "layer_macs.parquet"
     if macs.is_file():

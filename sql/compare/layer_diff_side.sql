@@ -1,9 +1,11 @@
 -- layer_diff_side: one side of `tracepipe diff`: per trace, layer path and pass, the figures two runs compare.
 -- Inputs:  layer_summary, layer_macs
+-- Macros:  step_folded
 -- Output, one row per trace, layer path and pass:
 --   trace_id    VARCHAR: the trace
---   path        VARCHAR: the layer path; NULL = kernels launched outside every range
---   layer       VARCHAR: the innermost range's text
+--   path        VARCHAR: the layer path, its leading numbered step written `*` (step_folded: `ProfilerStep#*/model/fc`
+--                 sums every step's fc); NULL = kernels launched outside every range
+--   layer       VARCHAR: the innermost range's text (a step's, folded the same way)
 --   pass        VARCHAR: 'all' (every GPU op of the path) | 'forward' | 'backward' | 'optimizer' (training traces only,
 --                 each where it has kernels)
 --   calls       BIGINT: range instances
@@ -12,7 +14,9 @@
 --   macs        BIGINT MACs: analytic MACs of the row's kernels: the module's MACs per call x calls; NULL = not
 --                 analysed or no layer shapes (on the 'all' row of an inference trace and the 'forward' row of a
 --                 training trace only)
--- Rule: layer_summary's per-pass columns unpivoted, so two runs compare pass by pass where both trained.
+-- Rule: layer_summary's per-pass columns unpivoted, so two runs compare pass by pass where both trained; a layer's
+-- rows of every numbered step summed (two runs of one model record different steps: `ProfilerStep#1..3` against
+-- `#11..13` compared nothing, 30 paths only in A and 30 only in B).
 -- Run per side by pipeline/report/diff.py over a normalized folder or an analysis folder's Parquet.
 WITH training AS (
     SELECT trace_id FROM layer_summary
@@ -35,10 +39,13 @@ WITH training AS (
     JOIN training t USING (trace_id)
     CROSS JOIN (VALUES ('forward'), ('backward'), ('optimizer')) p(pass)
 )
-SELECT r.trace_id, r.path, r.layer, r.pass, r.calls, r.kernels, r.gpu_time_ns,
-       CASE WHEN r.pass = (CASE WHEN r.is_training THEN 'forward' ELSE 'all' END)
-            THEN CAST(round(m.macs_per_call * r.calls) AS BIGINT) END AS macs
+SELECT r.trace_id, step_folded(r.path) AS path, step_folded(r.layer) AS layer, r.pass,
+       CAST(sum(r.calls) AS BIGINT) AS calls, CAST(sum(r.kernels) AS BIGINT) AS kernels,
+       CAST(sum(r.gpu_time_ns) AS BIGINT) AS gpu_time_ns,
+       CAST(sum(CASE WHEN r.pass = (CASE WHEN r.is_training THEN 'forward' ELSE 'all' END)
+                     THEN round(m.macs_per_call * r.calls) END) AS BIGINT) AS macs
 FROM passes r
 LEFT JOIN macs m ON m.trace_id = r.trace_id AND m.layer = r.layer
 WHERE r.pass = 'all' OR r.kernels > 0
-ORDER BY r.trace_id, r.path, r.pass
+GROUP BY r.trace_id, step_folded(r.path), step_folded(r.layer), r.pass
+ORDER BY r.trace_id, path, r.pass
