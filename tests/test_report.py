@@ -19,6 +19,7 @@ from pipeline.analyze import connect, view_files, write_views
 from pipeline.report.browser_check import overflows
 from pipeline.report.build import build_report
 from pipeline.report.tables import kernel_table
+from tests.conftest import SAMPLES
 from tests.test_cli import tp
 
 SM_COUNT = 132  # H200
@@ -358,3 +359,18 @@ def test_browser_check_sees_what_overflows(tmp_path: Path) -> None:
     assert "a: right edge" in found and "div.scroll" in found and "img[w]: image drawn" in found, found
     (tmp_path / "ok.html").write_text(f"<html><head><style>{CSS}</style></head><body><nav>{nav}</nav></body></html>")
     assert overflows(tmp_path / "ok.html") == []
+
+
+def test_the_summary_top_layer_is_a_layer_over_its_steps(tmp_path: Path) -> None:
+    # A PyTorch trace of three profiled steps: its top layer was `ProfilerStep#1/model/head` at 16.4% of GPU time,
+    # where the head took ~49% over the three steps (each its own path in layer_summary).
+    r = tp("run", SAMPLES / "h100_ddp_2rank" / "rank0.json.gz", "--out", tmp_path / "o", "-q")
+    assert r.returncode == 0, r.stderr
+    r = tp("report", tmp_path / "o" / "analysis", "--out", tmp_path / "rep", "-j", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    [top, *_] = next(iter(json.loads(r.stdout)["traces"].values()))["top_layers"]
+    rows = pl.read_parquet(tmp_path / "o" / "analysis" / "layer_summary.parquet").filter(
+        pl.col("path").str.contains(r"^ProfilerStep#\d+/model/head$")
+    )
+    assert rows.height == 3 and top["path"] == "ProfilerStep#*/model/head" and top["layer"] == "head"
+    assert top["gpu_time_ns"] == rows["gpu_time_ns"].sum() and top["kernels"] == rows["kernels"].sum()

@@ -160,6 +160,22 @@ def sm_cols(unit: str) -> list[Col]:
     ]
 
 
+def steps_folded(by_path: pl.DataFrame) -> pl.DataFrame:
+    """``by_path`` (path, layer, kernels, gpu_time_ns, share_pct) with a leading numbered step folded (step_prefix)
+    and the rows of one folded path summed, most GPU time first: the summary's top layer is a layer over its steps
+    (a PyTorch trace's `ProfilerStep#1/model/head` was the top at 16.4% where the head took 49% over three)."""
+    fold = step_prefix()
+    cols = [c for c in ("kernels", "gpu_time_ns", "share_pct") if c in by_path.columns]
+    return (
+        by_path.with_columns(
+            pl.col("path").str.replace(fold, "${1}*${2}"), pl.col("layer").str.replace(fold, "${1}*${2}")
+        )
+        .group_by("path", maintain_order=True)
+        .agg(pl.col("layer").first(), *(pl.col(c).sum() for c in cols))
+        .sort(["gpu_time_ns", "path"], descending=[True, False])
+    )
+
+
 def _records(df: pl.DataFrame, cols: list[str]) -> list[dict]:
     return df.select([c for c in cols if c in df.columns]).to_dicts()
 
@@ -200,7 +216,7 @@ class _TraceBuilder:
             t,
             self.k.height,
             total,
-            _records(self.by_path.head(TOP_N), ["path", "layer", "kernels", "gpu_time_ns", "share_pct"]),
+            _records(steps_folded(self.by_path).head(TOP_N), ["path", "layer", "kernels", "gpu_time_ns", "share_pct"]),
             _records(tables.top_kernels(self.k, TOP_N), ["short_name", "launches", "gpu_time_ns", "share_pct"]),
         )
         self.parts.append(
