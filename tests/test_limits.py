@@ -422,18 +422,24 @@ def test_real_mi300x_traces_are_amd_cdna3(external: Path) -> None:
     assert n == (True,)
 
 
-def test_real_v100_trace_matches_the_profilers_per_sm_figures(external: Path) -> None:
-    # Kineto (PyTorch 1.9, V100, cc 7.0) wrote its own blocks per SM, warps per SM and est. achieved occupancy
-    # for 8,772 kernels; the model (trace limits + the 7.0 row) gives the same numbers.  The profiler rounds
-    # a float32 occupancy, so 22.5 % exactly (7.2 blocks/SM x 64 threads / 2048) prints as 22: within 0.5.
+def profilers_figures_met(external: Path, trace: str) -> tuple[int, int, int, int]:
+    """Kernels of the traces named like ``trace``, and how many the model gives Kineto's own blocks per SM, warps
+    per SM and est. achieved occupancy (within the 0.5 the profiler's rounding of a float32 takes)."""
     (r,) = rows(
         external,
         "SELECT count(*), count(*) FILTER (WHERE abs(w.blocks_per_sm - k.profiler_blocks_per_sm) < 1e-3), "
         "count(*) FILTER (WHERE abs(w.warps_per_sm - k.profiler_warps_per_sm) < 1e-3), "
         "count(*) FILTER (WHERE abs(w.est_achieved_occupancy_pct - k.profiler_est_achieved_occupancy_pct) <= 0.5) "
-        "FROM kernels k JOIN kernel_waves w USING (trace_id, kernel_id) WHERE k.trace_id LIKE '%kineto%'",
+        f"FROM kernels k JOIN kernel_waves w USING (trace_id, kernel_id) WHERE k.trace_id LIKE '%{trace}%'",
     )
-    assert r == (8772, 8772, 8772, 8772)
+    return r
+
+
+def test_real_v100_trace_matches_the_profilers_per_sm_figures(external: Path) -> None:
+    # Kineto (PyTorch 1.9, V100, cc 7.0) wrote its own blocks per SM, warps per SM and est. achieved occupancy
+    # for 8,772 kernels; the model (trace limits + the 7.0 row) gives the same numbers.  The profiler rounds
+    # a float32 occupancy, so 22.5 % exactly (7.2 blocks/SM x 64 threads / 2048) prints as 22: within 0.5.
+    assert profilers_figures_met(external, "kineto") == (8772, 8772, 8772, 8772)
     (d,) = rows(
         external,
         "SELECT DISTINCT arch_name, sm_count, from_arch_table FROM device_limits WHERE trace_id LIKE '%kineto%'",
@@ -460,14 +466,7 @@ def test_real_gp100_trace_is_the_6_0_row_and_the_profilers_figures(external: Pat
     } == {c: row[c] for c in ("max_threads_per_sm", "max_registers_per_sm", "max_registers_per_block",
                               "max_shared_mem_per_sm_bytes", "max_shared_mem_per_block_bytes",
                               "max_shared_mem_per_block_optin_bytes")}  # fmt: skip
-    (r,) = rows(
-        external,
-        "SELECT count(*), count(*) FILTER (WHERE abs(w.blocks_per_sm - k.profiler_blocks_per_sm) < 1e-3), "
-        "count(*) FILTER (WHERE abs(w.warps_per_sm - k.profiler_warps_per_sm) < 1e-3), "
-        "count(*) FILTER (WHERE abs(w.est_achieved_occupancy_pct - k.profiler_est_achieved_occupancy_pct) <= 0.5) "
-        "FROM kernels k JOIN kernel_waves w USING (trace_id, kernel_id) WHERE k.trace_id LIKE '%gpupuzzlers%'",
-    )
-    assert r == (11, 11, 11, 11)
+    assert profilers_figures_met(external, "gpupuzzlers") == (11, 11, 11, 11)
     (sgemm,) = rows(
         external,
         "SELECT limit_registers, limit_shared_mem, resident_blocks_per_sm, theoretical_occupancy_pct "

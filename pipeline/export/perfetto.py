@@ -426,10 +426,8 @@ def pick_trace(normalized: Path, trace_id: str | None) -> str:
     """The trace to export: ``trace_id`` when the folder has it, else the folder's only trace."""
     from pipeline.store import trace_ids
 
-    if said := wrong_folder(Path(normalized), "normalized"):
+    if said := wrong_folder(Path(normalized), "normalized"):  # no such folder, a file, run's parent folder
         raise BadInputError(normalized, said)
-    if not Path(normalized).is_dir():
-        raise BadInputError(normalized, "no such folder: give a folder written by `tracepipe normalize`")
     have = trace_ids(normalized)
     if not have:
         raise BadInputError(normalized, "not a normalized folder (no trace_meta/): run `tracepipe normalize` first")

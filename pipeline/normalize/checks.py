@@ -96,10 +96,8 @@ def layer_warnings(writer: TraceWriter, source_format: str) -> list[str]:
         cpu = ranges.filter(pc.not_equal(ranges["kind"], "gpu"))
         if not pc.all(pc.fill_null(pc.match_substring_regex(cpu["text"], NOT_LAYERS), True)).as_py():
             return []
-    has_ops = bool(writer.rows.get("ops", 0))
-    has_stacks = (
-        has_ops
-        and pq.read_table(writer.staged_file("ops"), columns=["call_stack"])["call_stack"].null_count
-        < (writer.rows["ops"])
-    )
+    has_ops, has_stacks = bool(writer.rows.get("ops", 0)), False
+    if has_ops:
+        stacks = pq.read_table(writer.staged_file("ops"), columns=["call_stack"])["call_stack"]
+        has_stacks = stacks.null_count < len(stacks)
     return [no_layer_warning(source_format, no_layer_lack(source_format, has_ops, has_stacks))]
