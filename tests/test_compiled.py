@@ -370,3 +370,39 @@ def test_reduce_overhead_capture(tmp_path: Path) -> None:
             WHERE trace_id = 'h100_compiled_reduce_overhead.nsys' AND graph_node_id IS NOT NULL GROUP BY pass"""
     ).fetchall()
     assert {p: share >= 0.9 and n > 100 for p, share, n in replayed} == {"forward": True, "backward": True}
+
+
+def test_inductors_autotuning_is_said_with_its_share(gpu_compiled: Path, tmp_path: Path) -> None:
+    # The compiled sample's first step benchmarks every Triton kernel's configs inside CachingAutotuner ops: the
+    # report's top kernel was the cache flush's FillFunctor and a diff against the eager run said x29, unwarned.
+    # By hand from the raw export: the GPU work whose launching runtime call starts inside a CachingAutotuner range
+    # of its thread.
+    import sqlite3
+
+    raw = tmp_path / "raw.sqlite"
+    raw.write_bytes(gzip.decompress((COMPILED / "nsys.sqlite.gz").read_bytes()))
+    db = sqlite3.connect(raw)
+    tuning = db.execute(
+        """SELECT t.globalTid, t.start, t."end" FROM NVTX_EVENTS t LEFT JOIN StringIds s ON s.id = t.textId
+           WHERE coalesce(t.text, s.value) LIKE 'CachingAutotuner.%'"""
+    ).fetchall()
+    calls = db.execute("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchall()
+    launched = {c: (tid, at) for c, tid, at in calls}  # one process: correlation ids are unique
+    tuned = total = count = 0
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for corr, ns in db.execute(f'SELECT correlationId, "end" - start FROM {table}').fetchall():
+            total += ns
+            tid, at = launched.get(corr, (None, None))
+            if any(tid == t and lo <= at <= hi for t, lo, hi in tuning):
+                tuned, count = tuned + ns, count + 1
+    db.close()
+    [(message, n)] = (
+        connect(gpu_compiled)
+        .sql("SELECT message, count FROM analysis_warnings WHERE view = 'gpu_op_layers' AND trace_id LIKE '%.nsys'")
+        .fetchall()
+    )
+    assert n == count > 0
+    assert message.startswith(f"{round(100 * tuned / total, 1)}% of GPU time ({round(tuned / 1e6, 3)} ms, {count} GPU")
+    assert "Inductor's autotuning" in message and "capture from a step after the first compiled call" in message
+    both = connect(gpu_compiled).sql("SELECT count(*) FROM analysis_warnings WHERE view = 'gpu_op_layers'")
+    assert both.fetchall() == [(2,)]  # the nsys and the PyTorch trace of the capture, nothing else
