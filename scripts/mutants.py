@@ -1231,6 +1231,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_external_traces.py",),
     ),
     Mutant(
+        "autotuning_unsaid",
+        "sql/analysis_warnings.sql",
+        "HAVING sum(g.duration_ns) >= 0.01 * any_value(c.gpu_ns)",
+        "HAVING false",
+        "GPU work launched inside Inductor's CachingAutotuner ops is said with its share",
+        ("tests/test_compiled.py::test_inductors_autotuning_is_said_with_its_share",),
+    ),
+    Mutant(
         "messages_read_as_markup",
         "pipeline/console.py",
         "    return escape(message)",
