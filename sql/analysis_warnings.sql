@@ -11,6 +11,8 @@
 --                       operations; 1 for a trace's coverage
 --   message           VARCHAR: what and what was done, or what the trace lacks and the capture that gives it
 --   example_kernel_id BIGINT: one kernel concerned (kernels.kernel_id); NULL for device rows and coverage
+-- GPU time here is of every GPU operation (layer_coverage's gpu_ns: kernels, copies and memsets), which the
+-- messages say: the report's "GPU time" is of kernels alone.
 -- Rule: nothing here fails a run; `tracepipe analyze` prints each row as one warning line.  Kernel issues are
 -- grouped by their text up to the first ':' (the kind), so one odd register count per kernel stays one line.
 -- Inductor's autotuning: GPU operations launched inside a `CachingAutotuner.*` op on their thread (a compiled
@@ -42,15 +44,17 @@ GROUP BY trace_id, device_id, split_part(occupancy_issue, ':', 1)
 UNION ALL
 SELECT trace_id, 'layer_coverage', NULL, 1,
        no_layer_pct || '% of GPU time (' || round(no_layer_ns / 1e6, 3) || ' of ' || round(gpu_ns / 1e6, 3)
-           || ' ms) has no layer: ' || coalesce(meaning, lack) || coalesce('; fix: ' || fix, ''),
+           || ' ms of kernels, copies and memsets) has no layer: ' || coalesce(meaning, lack)
+           || coalesce('; fix: ' || fix, ''),
        NULL
 FROM layer_coverage WHERE lack IS NOT NULL
 UNION ALL
 SELECT g.trace_id, 'gpu_op_layers', NULL, count(*),
        round(100.0 * sum(g.duration_ns) / any_value(c.gpu_ns), 1) || '% of GPU time ('
-           || round(sum(g.duration_ns) / 1e6, 3) || ' ms, ' || count(*) || ' GPU operations) is Inductor''s'
-           || ' autotuning (launched inside CachingAutotuner ops: a compiled region''s first call benchmarks its'
-           || ' kernels), counted in that region''s layers; capture from a step after the first compiled call',
+           || round(sum(g.duration_ns) / 1e6, 3) || ' ms, ' || count(*) || ' kernels, copies and memsets) is'
+           || ' Inductor''s autotuning (launched inside CachingAutotuner ops: a compiled region''s first call'
+           || ' benchmarks its kernels), counted in that region''s layers; capture from a step after the first'
+           || ' compiled call',
        min(g.kernel_id)
 FROM gpu_op_layers g
 JOIN layer_coverage c USING (trace_id)

@@ -402,7 +402,8 @@ def test_inductors_autotuning_is_said_with_its_share(gpu_compiled: Path, tmp_pat
         .fetchall()
     )
     assert n == count > 0
-    assert message.startswith(f"{round(100 * tuned / total, 1)}% of GPU time ({round(tuned / 1e6, 3)} ms, {count} GPU")
+    said = f"{round(100 * tuned / total, 1)}% of GPU time ({round(tuned / 1e6, 3)} ms, {count} kernels, copies"
+    assert message.startswith(said), message
     assert "Inductor's autotuning" in message and "capture from a step after the first compiled call" in message
     both = connect(gpu_compiled).sql("SELECT count(*) FROM analysis_warnings WHERE view = 'gpu_op_layers'")
     assert both.fetchall() == [(2,)]  # the nsys and the PyTorch trace of the capture, nothing else
