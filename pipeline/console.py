@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
     out: Console
     err: Console
@@ -42,7 +43,9 @@ def __getattr__(name: str) -> Console:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from rich.console import Console
 
-    console = Console(stderr=name == "err", width=width() if name == "out" else None)
+    # markup off: what is printed is text (paths, range and kernel names, messages), never rich markup, which
+    # dropped a bracketed lowercase word as an unknown style ("[enc] conv1" printed " conv1")
+    console = Console(stderr=name == "err", width=width() if name == "out" else None, markup=False)
     globals()[name] = console
     return console
 
@@ -58,7 +61,7 @@ def progress(items: Iterable[T], total: int, label: str, quiet: bool = False) ->
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    cols = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=_console("err"), transient=True) as bar:
         task = bar.add_task(label, total=total)
         for item in items:
@@ -68,17 +71,15 @@ def progress(items: Iterable[T], total: int, label: str, quiet: bool = False) ->
 
 
 def fail(message: str) -> None:
-    _console("err").print(f"[bold red]error:[/] {plain(message)}", highlight=False, soft_wrap=True)
+    _console("err").print(styled("error:", "bold red", message), highlight=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    _console("err").print(f"[yellow]warning:[/] {plain(message)}", highlight=False, soft_wrap=True)
+    _console("err").print(styled("warning:", "yellow", message), highlight=False, soft_wrap=True)
 
 
-def plain(message: str) -> str:
-    """``message`` escaped for rich: it is text, not markup. Rich drops a bracketed lowercase word as an unknown
-    style ("[times, bytes per category]" went missing from an error); a trace's own texts (range names, kernel
-    names, paths) go through here too wherever rich prints them."""
-    from rich.markup import escape
+def styled(label: str, style: str, text: str = "") -> Text:
+    """``label`` in ``style``, then ``text`` as it is: the consoles print text, not markup."""
+    from rich.text import Text
 
-    return escape(message)
+    return Text.assemble((label, style), f" {text}" if text else "")

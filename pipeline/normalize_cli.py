@@ -158,7 +158,7 @@ def _print_normalize_summary(results: list, out: Path, skipped: list[tuple[Path,
     for r in results:
         rows = r.rows
         table.add_row(
-            console.plain(r.trace_id),
+            r.trace_id,
             r.source_format,
             str(rows.get("kernels", rows.get("ncu_kernels", ""))),
             str(rows.get("nvtx_ranges", "")),
@@ -167,4 +167,4 @@ def _print_normalize_summary(results: list, out: Path, skipped: list[tuple[Path,
         )
     console.out.print(table)
     for path, why in skipped:
-        console.out.print(console.plain(f"skipped {path}: {why}"), highlight=False, soft_wrap=True)
+        console.out.print(f"skipped {path}: {why}", highlight=False, soft_wrap=True)

@@ -1241,8 +1241,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "messages_read_as_markup",
         "pipeline/console.py",
-        "    return escape(message)",
-        "    return message",
+        "else None, markup=False)",
+        "else None, markup=True)",
         "errors, warnings and a trace's texts print as text, not rich markup",
         ("tests/test_bad_inputs.py", "tests/test_cli_surface.py"),
     ),

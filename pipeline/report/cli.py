@@ -133,12 +133,12 @@ def _print_summary(rep: Report, con: Console | None = None) -> None:
         for t in rep.traces[:n]:
             layer = next((r for r in t.top_layers if r["path"] != "(outside ranges)"), None)
             kern = t.top_kernels[0] if t.top_kernels else None
-            tbl.add_row(  # the trace's own texts printed as they are, not as rich markup
-                console.plain(t.trace_id),
+            tbl.add_row(
+                t.trace_id,
                 f"{t.kernels:,}",
                 f"{t.gpu_time_ns / 1e6:,.2f}",
-                f"{layer['share_pct']:4.1f}% {console.plain(layer['path'])}" if layer else "—",
-                f"{kern['share_pct']:4.1f}% {console.plain(kern['short_name'])}" if kern else "—",
+                f"{layer['share_pct']:4.1f}% {layer['path']}" if layer else "—",
+                f"{kern['share_pct']:4.1f}% {kern['short_name']}" if kern else "—",
             )
         if n < len(rep.traces):
             tbl.caption, tbl.caption_justify = f"… {len(rep.traces) - n} more trace(s) in report.html", "left"
@@ -146,7 +146,7 @@ def _print_summary(rep: Report, con: Console | None = None) -> None:
 
     def lines(tbl: Table) -> int:
         buf = io.StringIO()
-        Console(file=buf, width=con.width, color_system=None).print(tbl)
+        Console(file=buf, width=con.width, color_system=None, markup=False).print(tbl)
         return buf.getvalue().count("\n")
 
     n = min(len(rep.traces), budget)  # a row takes a line at least
@@ -160,5 +160,5 @@ def _print_summary(rep: Report, con: Console | None = None) -> None:
                 missing[section] = missing.get(section, 0) + 1
     if missing:
         parts = ", ".join(f"{s} in {n}" for s, n in sorted(missing.items()))
-        con.print(f"[dim]sections not available (reasons in report.html): {parts}[/]", highlight=False)
+        con.print(console.styled(f"sections not available (reasons in report.html): {parts}", "dim"), highlight=False)
     con.print(f"wrote {rep.html} and {len(rep.pngs)} PNG(s)", highlight=False, soft_wrap=True)

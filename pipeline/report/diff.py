@@ -272,7 +272,7 @@ def print_summary(a: Side, b: Side, d: pl.DataFrame, con: object = None) -> None
     out: Console = con or console.out  # type: ignore[assignment]  # (its width: the terminal's, COLUMNS, or whole)
     t = totals(d)
     for line in headline(a, b, t):
-        out.print(console.plain(line), highlight=False, soft_wrap=True)
+        out.print(line, highlight=False, soft_wrap=True)
 
     def moved(title: str, rows: pl.DataFrame) -> None:
         if rows.height == 0:
@@ -281,8 +281,8 @@ def print_summary(a: Side, b: Side, d: pl.DataFrame, con: object = None) -> None
         for col in ("layer path", "A µs", "B µs", "B−A µs", "B/A", "kernels A→B"):
             tbl.add_column(col, justify="left" if col == "layer path" else "right", no_wrap=True)
         for r in rows.iter_rows(named=True):
-            tbl.add_row(  # a path is the trace's text, not rich markup
-                console.plain(_path(r["path"])),
+            tbl.add_row(
+                _path(r["path"]),
                 us(r["gpu_time_a_ns"]),
                 us(r["gpu_time_b_ns"]),
                 _signed_us(r["delta_ns"]),
@@ -300,7 +300,7 @@ def print_summary(a: Side, b: Side, d: pl.DataFrame, con: object = None) -> None
             names = [_path(p, 40) for p in only.sort(time_col, descending=True)["path"].head(3).to_list()]
             more = f" and {only.height - 3} more" if only.height > 3 else ""
             said = f"only in {side} ({only.height}): {', '.join(names)}{more}"
-            out.print(console.plain(said), highlight=False, soft_wrap=True)
+            out.print(said, highlight=False, soft_wrap=True)
 
 
 def bar_chart(a: Side, b: Side, d: pl.DataFrame) -> bytes:
