@@ -4,14 +4,14 @@ nsys export with sqlite3 and the nested-loop reference of tests/reference.py."""
 from __future__ import annotations
 
 import sqlite3
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 
 import tracepipe
 from pipeline.normalize import normalize_file
-from tests.conftest import SMALLCNN
+from tests.conftest import SAMPLES, SMALLCNN, gunzip_to
 from tests.reference import nsys_path_stats
 
 
@@ -22,6 +22,43 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     normalize_file(SMALLCNN / "nsys.sqlite.gz", out)
     normalize_file(SMALLCNN / "ncu_raw.csv", out)
     return out
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """ResNet-18's nsys export normalized, and as a plain .sqlite: layer1 is a container whose blocks
+    (layer1.0, layer1.1) and their convolutions launch every kernel, layer1 itself none."""
+    tmp = tmp_path_factory.mktemp("resnet")
+    normalize_file(SAMPLES / "h200_resnet18" / "nsys.sqlite.gz", tmp / "normalized")
+    return tmp / "normalized", gunzip_to(SAMPLES / "h200_resnet18" / "nsys.sqlite.gz", tmp / "nsys.sqlite")
+
+
+def innermost_in(raw: Path, text: str) -> Counter[str]:
+    """Kernels launched inside the NVTX ranges named ``text``, counted by the innermost range around their launch
+    (the latest-starting push/pop range on the launching thread that holds the runtime call's start)."""
+    rows = sqlite3.connect(raw).execute(
+        """WITH ranges AS (
+               SELECT n.globalTid, n.start, n."end", coalesce(n.text, s.value) AS text FROM NVTX_EVENTS n
+               LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59),
+           launches AS (
+               SELECT r.globalTid, r.start AS t FROM CUPTI_ACTIVITY_KIND_KERNEL k
+               JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId))
+           SELECT (SELECT g.text FROM ranges g WHERE g.globalTid = l.globalTid AND l.t BETWEEN g.start AND g."end"
+                   ORDER BY g.start DESC LIMIT 1)
+           FROM launches l WHERE EXISTS (SELECT 1 FROM ranges g
+               WHERE g.text = ? AND g.globalTid = l.globalTid AND l.t BETWEEN g.start AND g."end")""",
+        [text],
+    )
+    return Counter(innermost for (innermost,) in rows)
+
+
+def per_kernel(rows: list[tuple[str, int]]) -> dict[str, list[int]]:
+    """launches and summed duration per short name"""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for name, ns in rows:
+        out[name][0] += 1
+        out[name][1] += ns
+    return dict(out)
 
 
 def kernels_in(raw: Path, text: str) -> list[tuple[str, int]]:
@@ -75,6 +112,35 @@ def test_kernels_of_a_layer_by_name_or_path(folder: Path, nsys_sqlite: Path) -> 
     assert dict(per_kernel) == dict(raw)
     assert set(by_name["path"]) == {"conv2", "step/conv2"} and set(by_path["path"]) == {"step/conv2"}
     assert by_name["gpu_time_ns"].is_sorted(descending=True)
+
+
+def test_kernels_of_a_layer_are_its_subtree_per_path(resnet: tuple[Path, Path]) -> None:
+    # A user asking for layer1's kernels means the ones launched while layer1 runs (nsys's NVTX projection): those
+    # of its blocks and their convolutions, on the rows of the paths that launched them.
+    folder, raw = resnet
+    inside = per_kernel(kernels_in(raw, "layer1"))
+    by_innermost = innermost_in(raw, "layer1")
+    assert sum(by_innermost.values()) == 66 and by_innermost["layer1"] == 0  # layer1 itself launches nothing
+    with tracepipe.open(folder) as tp:
+        by_name, by_path = tp.kernels("layer1"), tp.kernels("step/model/layer1")
+        innermost_only = tp.kernels("layer1", subtree=False)
+        block = tp.kernels("layer1.0")
+        wildcards = [tp.kernels(w) for w in ("step/model/layer_", "step/model/layer%", "layer_", "%")]
+    for got in (by_name, by_path):
+        launches: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        per_layer: Counter[str] = Counter()
+        for r in got.iter_rows(named=True):
+            launches[r["short_name"]][0] += r["launches"]
+            launches[r["short_name"]][1] += r["gpu_time_ns"]
+            per_layer[r["layer"]] += r["launches"]
+        assert dict(launches) == inside
+        assert per_layer == by_innermost  # one row per path that launched: nothing summed into layer1
+        assert all(p.startswith("step/model/layer1/") for p in got["path"])
+        assert got["gpu_time_ns"].is_sorted(descending=True)
+    assert by_name.equals(by_path)
+    assert innermost_only.height == 0  # the old answer: paths ending in layer1 only
+    assert sum(block["launches"]) == sum(innermost_in(raw, "layer1.0").values()) == 33
+    assert all(w.height == 0 for w in wildcards)  # '_' and '%' are characters of a name, not LIKE's wildcards
 
 
 def test_steps_hold_the_step_ranges_kernels(folder: Path, nsys_sqlite: Path) -> None:

@@ -11,7 +11,7 @@ The common questions each have a method (docs/api.md says what each returns):
 
     >>> tp.trace_ids()                 # timeline traces (nsys, PyTorch) first, then ncu and layer-shape ones
     >>> tp.layers("h200_resnet18.nsys")                  # GPU time per layer path, split by pass
-    >>> tp.kernels("step/model/conv1")                   # the kernels one layer runs, with waves and occupancy
+    >>> tp.kernels("layer1")                             # the kernels a layer and its sub-layers run, per path
     >>> tp.findings()                                    # what to fix in which layer, most GPU time at stake first
     >>> tp.steps()                                       # GPU busy, idle and launch gaps per step
 
@@ -128,19 +128,31 @@ class Traces:
             {"trace": trace_id},
         )
 
-    def kernels(self, layer: str, trace_id: str | None = None) -> pl.DataFrame:
-        """The kernels one layer runs (``layer_kernel_summary``): ``layer`` is a path (``step/model/conv1``) or an
-        innermost layer name (``conv1``: every path ending in it). One row per trace, path, kernel and launch
-        shape, most GPU time first: trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns,
-        share_pct, mean_ns, med_ns, min_ns, max_ns, stddev_ns, threads, regs, theoretical_occupancy_pct, limiter,
-        waves, tail_fill_pct, ncu_achieved_occupancy_pct (where the capture ran ncu)."""
+    def kernels(self, layer: str, trace_id: str | None = None, subtree: bool = True) -> pl.DataFrame:
+        """The kernels one layer runs (``layer_kernel_summary``): ``layer`` is a path (``step/model/layer1``) or a
+        layer name (``layer1``). One row per trace, path, kernel and launch shape, most GPU time first: trace_id,
+        path, layer, short_name, grid, block, launches, gpu_time_ns, share_pct, mean_ns, med_ns, min_ns, max_ns,
+        stddev_ns, threads, regs, theoretical_occupancy_pct, limiter, waves, tail_fill_pct,
+        ncu_achieved_occupancy_pct (where the capture ran ncu).
+
+        ``subtree`` (default True): the layer's whole subtree, each kernel on the row of the path that launched it
+        (``step/model/layer1/layer1.0/layer1.0.conv1``: nothing is summed into the parent), so the rows say which
+        sub-layer runs what. A path matches itself and every path under it; a name matches every path with a level
+        of that name and every path under those. True by default because a layer's kernels are the ones launched
+        while it runs, its children's included, as nsys's NVTX projection counts a range's time: a container such as
+        ``layer1`` launches nothing itself, and only its innermost paths hold kernels. ``subtree=False``: only paths
+        where the layer is innermost (the path itself, or every path ending in the name)."""
+        # '/' separates the levels of a path; a '/' inside one range's text is written '∕' there (the path_level
+        # macro), so a name is compared with a level in that writing. starts_with, not LIKE: '_' and '%' are common
+        # in module names and LIKE would read them as wildcards.
         return self.sql(
             "SELECT trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns, share_pct, mean_ns, "
             "med_ns, min_ns, max_ns, stddev_ns, threads, regs, theoretical_occupancy_pct, limiter, waves, "
             "tail_fill_pct, ncu_achieved_occupancy_pct FROM layer_kernel_summary "
-            "WHERE (path = $layer OR layer = $layer) AND ($trace IS NULL OR trace_id = $trace) "
+            "WHERE (path = $layer OR layer = $layer OR $subtree AND (starts_with(path, $layer || '/') "
+            "OR list_contains(string_split(path, '/'), $level))) AND ($trace IS NULL OR trace_id = $trace) "
             "ORDER BY gpu_time_ns DESC, trace_id, path, short_name, grid, block",
-            {"layer": layer, "trace": trace_id},
+            {"layer": layer, "level": layer.replace("/", "\u2215"), "subtree": subtree, "trace": trace_id},
         )
 
     def findings(self, trace_id: str | None = None, rule: str | None = None) -> pl.DataFrame:
