@@ -96,7 +96,7 @@ def test_the_read_only_connection_itself_refuses_writes_inside_the_folder(
 def test_connect_takes_a_str_and_refuses_a_folder_that_is_not_normalized(tmp_path: Path, nsys_out: Path) -> None:
     con = tracepipe.connect(str(nsys_out))
     assert con.execute("SELECT count(*) FROM layer_summary").fetchone()[0] > 0
-    with pytest.raises(BadInputError, match="not a normalized folder"):
+    with pytest.raises(BadInputError, match=r"neither a normalized folder .* nor an analysis folder"):
         tracepipe.open(tmp_path)
 
 
@@ -211,3 +211,100 @@ def test_a_big_traces_views_computed_once_go_to_files_the_views_read(
 
     gc.collect()
     assert not Path(spill).exists()
+
+
+def analyze(normalized: Path, out: Path) -> Path:
+    """`tracepipe analyze NORMALIZED --out OUT`, every view it writes by default."""
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "analyze", str(normalized), "--out", str(out), "-q"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_folder(nsys_out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The layout `tracepipe run --out RUN` writes (and README's build/): RUN/normalized and RUN/analysis."""
+    run = tmp_path_factory.mktemp("run")
+    shutil.copytree(nsys_out, run / "normalized")
+    analyze(run / "normalized", run / "analysis")
+    return run
+
+
+def questions(tp: tracepipe.Traces, steps: bool = True) -> list[pl.DataFrame]:
+    """The question methods' answers that read views (trace_ids reads a table)."""
+    return [tp.layers(), tp.kernels("conv2"), tp.kernels("step"), tp.findings(), *([tp.steps()] if steps else [])]
+
+
+def test_open_takes_an_analysis_folder_and_its_normalized_folder_beside(run_folder: Path, nsys_sqlite: Path) -> None:
+    # A user handed build/analysis to tracepipe.open as to tracepipe sql: the questions read analyze's Parquet, and
+    # what only the normalized folder holds (trace_meta, the tables) comes from the normalized/ beside it.
+    (n, total) = (
+        sqlite3.connect(nsys_sqlite)
+        .execute('SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL')
+        .fetchone()
+    )
+    with tracepipe.open(run_folder / "normalized") as ref, tracepipe.open(str(run_folder / "analysis")) as tp:
+        assert tp.analysis and tp.normalized == (run_folder / "normalized").resolve()
+        assert tp.trace_ids() == ref.trace_ids() == ["h200_smallcnn.nsys"]
+        assert tp.layers()["kernels"].sum() == n and tp.layers()["gpu_time_ns"].sum() == total
+        assert tp.table("kernels").height == n and "kernels" not in tp.names()  # the table from normalized/
+        for got, expected in zip(questions(tp), questions(ref), strict=True):
+            assert got.height > 0 and got.equals(expected)
+        assert "1 traces, an analysis folder beside" in repr(tp)
+
+
+def test_an_analysis_folder_alone_answers_its_views_and_names_the_folder_for_the_rest(
+    run_folder: Path, nsys_sqlite: Path, tmp_path: Path
+) -> None:
+    alone = tmp_path / "elsewhere" / "analysis"  # no normalized/ beside it
+    shutil.copytree(run_folder / "analysis", alone)
+    (alone / "step_gpu_idle.parquet").unlink()  # as after `analyze --view` without it
+    (n,) = sqlite3.connect(nsys_sqlite).execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    with tracepipe.open(run_folder / "normalized") as ref, tracepipe.open(alone) as tp:
+        assert tp.normalized is None and repr(tp).endswith(": an analysis folder)")
+        assert tp.layers()["kernels"].sum() == n
+        for got, expected in zip(questions(tp, steps=False), questions(ref, steps=False), strict=True):
+            assert got.height > 0 and got.equals(expected)
+        table = r"trace_meta is a table of the normalized folder, and no normalized/ .*: tracepipe\.open\(\) the"
+        with pytest.raises(BadInputError, match=table):
+            tp.trace_ids()
+        with pytest.raises(BadInputError, match="kernels is a table of the normalized folder"):
+            tp.table("kernels")
+        with pytest.raises(BadInputError, match=r"analyze wrote no step_gpu_idle\.parquet here"):
+            tp.steps()
+        with pytest.raises(KeyError, match="no table or view"):
+            tp.table("nope")
+    beside = tmp_path / "beside"  # the same folder with normalized/ beside it: steps() computed there
+    shutil.copytree(alone, beside / "analysis")
+    shutil.copytree(run_folder / "normalized", beside / "normalized")
+    with tracepipe.open(run_folder / "normalized") as ref, tracepipe.open(beside / "analysis") as tp:
+        assert tp.steps().height == 1 and tp.steps().equals(ref.steps())
+
+
+def test_a_normalized_folder_of_other_traces_beside_is_not_the_source(run_folder: Path, tmp_path: Path) -> None:
+    # normalized/ made again from other traces after analyze: its trace_meta would answer for traces the analysis
+    # does not hold, so it is not taken
+    from pipeline.normalize import normalize_file
+    from tests.conftest import SMALLCNN
+
+    normalize_file(SMALLCNN / "torch_trace.json.gz", tmp_path / "normalized")
+    shutil.copytree(run_folder / "analysis", tmp_path / "analysis")
+    with tracepipe.open(tmp_path / "analysis") as tp:
+        assert tp.normalized is None and tp.layers().height > 0
+        with pytest.raises(BadInputError, match="trace_meta is a table of the normalized folder"):
+            tp.trace_ids()
+
+
+def test_open_refuses_the_run_folder_as_tracepipe_sql_does(run_folder: Path) -> None:
+    # RUN holds both analysis/ and normalized/: sql names them rather than guess, and so does open
+    with pytest.raises(BadInputError) as refused:
+        tracepipe.open(run_folder)
+    wanted = f"give {run_folder / 'analysis'} or {run_folder / 'normalized'}"
+    assert str(refused.value) == f"{run_folder}: the folder `tracepipe run` wrote: {wanted}"
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "sql", str(run_folder), "SELECT 1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 2 and wanted in r.stderr, r.stderr

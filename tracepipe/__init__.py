@@ -1,7 +1,7 @@
 """tracepipe's Python API, for notebooks and scripts (the implementation lives in ``pipeline/``).
 
     >>> import tracepipe
-    >>> tp = tracepipe.open("build/normalized")          # a folder `tracepipe normalize` wrote
+    >>> tp = tracepipe.open("build/normalized")          # a folder `tracepipe normalize` wrote (or analyze's)
     >>> tp.tables()                                      # every table and view, with a line on each
     >>> tp.sql("SELECT path, gpu_time_ns FROM layer_summary ORDER BY 2 DESC LIMIT 5")   # a polars DataFrame
     >>> tp.table("kernel_occupancy", trace_id="h200_smallcnn.nsys")
@@ -28,7 +28,8 @@ import duckdb
 import polars as pl
 
 from pipeline import __version__
-from pipeline.catalog import descriptions, is_public
+from pipeline.catalog import descriptions, is_public, table_descriptions
+from pipeline.errors import BadInputError
 
 __all__ = ["TRACE_KINDS", "Traces", "__version__", "connect", "describe", "open"]
 
@@ -58,13 +59,23 @@ def describe() -> dict[str, str]:
 
 
 class Traces:
-    """A normalized folder opened for reading; ``con`` is its read-only DuckDB connection."""
+    """A folder opened for reading, as ``tracepipe sql`` reads it: a normalized folder (every table; each view
+    computed as a statement reads it) or an analysis folder (`tracepipe analyze`'s views, read as written). ``con``
+    is its read-only DuckDB connection; ``normalized`` the normalized folder behind it: the folder itself, for an
+    analysis folder the ``normalized/`` beside it holding its traces (as `tracepipe run` and README's ``build/`` lay
+    them out), else None."""
 
     def __init__(self, folder: str | Path) -> None:
-        from pipeline.analyze import connect as _connect
+        from pipeline.analyze import connect_folder
+        from pipeline.store import trace_ids
 
         self.folder = Path(folder)
-        self.con = _connect(self.folder, read_only=True, lazy=True)  # normalized only: findings() computes views
+        # tracepipe sql's reading, its refusals included: a folder of neither kind, and run's --out folder (which holds
+        # both) with the one line naming its analysis/ and normalized/, as sql says it
+        self.con = connect_folder(self.folder)
+        self.analysis = not trace_ids(self.folder)  # connect_folder's own test of which kind it opened
+        self.normalized: Path | None = _source_beside(self.folder, self.con) if self.analysis else self.folder
+        self._source: duckdb.DuckDBPyConnection | None = None  # over `normalized`, opened when first needed
         self._findings: pl.DataFrame | None = None
 
     def sql(self, query: str, params: Any = None) -> pl.DataFrame:
@@ -78,10 +89,11 @@ class Traces:
         return self.con.sql(query, params=params).pl()  # the read-only connection refuses writes
 
     def table(self, name: str, trace_id: str | None = None) -> pl.DataFrame:
-        """A whole table or view (one trace's rows with ``trace_id``) as a polars DataFrame."""
-        if name not in self.names():
+        """A whole table or view (one trace's rows with ``trace_id``) as a polars DataFrame. Over an analysis folder,
+        a table or a view analyze did not write comes from the normalized folder beside it (:attr:`normalized`)."""
+        if name not in self.names() and not (self.analysis and name in descriptions()):
             raise KeyError(f"no table or view {name!r}; tables(): {', '.join(self.names())}")
-        rel = self.con.table(name)
+        rel = self._con_for(name).table(name)
         return (rel.filter(duckdb.ColumnExpression("trace_id") == trace_id) if trace_id else rel).pl()
 
     def names(self) -> list[str]:
@@ -110,7 +122,7 @@ class Traces:
         :data:`TRACE_KINDS` ('timeline', 'ncu', 'shapes') for that kind only."""
         if kind is not None and kind not in TRACE_KINDS:
             raise ValueError(f"kind {kind!r}: one of {', '.join(TRACE_KINDS)} (or None for every trace)")
-        rows = self.con.execute("SELECT trace_id, source_format FROM trace_meta").fetchall()
+        rows = self._con_for("trace_meta").execute("SELECT trace_id, source_format FROM trace_meta").fetchall()
         order = {fmt: i for i, formats in enumerate(TRACE_KINDS.values()) for fmt in formats}
         wanted = None if kind is None else set(TRACE_KINDS[kind])
         picked = [(order.get(fmt, len(order)), tid) for tid, fmt in rows if wanted is None or fmt in wanted]
@@ -121,7 +133,8 @@ class Traces:
         layer (innermost range; null = outside every range), calls, kernels, gpu_time_ns, share_pct (of the trace's
         kernel time), forward_gpu_time_ns, backward_gpu_time_ns, optimizer_gpu_time_ns (the same time by pass),
         memcpy_ns, memset_ns. ``trace_id``: one trace's rows."""
-        return self.sql(
+        return self._query(
+            "layer_summary",
             "SELECT trace_id, path, layer, calls, kernels, gpu_time_ns, share_pct, forward_gpu_time_ns, "
             "backward_gpu_time_ns, optimizer_gpu_time_ns, memcpy_ns, memset_ns FROM layer_summary "
             "WHERE $trace IS NULL OR trace_id = $trace ORDER BY gpu_time_ns DESC, trace_id, path",
@@ -145,7 +158,8 @@ class Traces:
         # '/' separates the levels of a path; a '/' inside one range's text is written '∕' there (the path_level
         # macro), so a name is compared with a level in that writing. starts_with, not LIKE: '_' and '%' are common
         # in module names and LIKE would read them as wildcards.
-        return self.sql(
+        return self._query(
+            "layer_kernel_summary",
             "SELECT trace_id, path, layer, short_name, grid, block, launches, gpu_time_ns, share_pct, mean_ns, "
             "med_ns, min_ns, max_ns, stddev_ns, threads, regs, theoretical_occupancy_pct, limiter, waves, "
             "tail_fill_pct, ncu_achieved_occupancy_pct FROM layer_kernel_summary "
@@ -158,11 +172,16 @@ class Traces:
     def findings(self, trace_id: str | None = None, rule: str | None = None) -> pl.DataFrame:
         """What to fix in which layer (the ``findings`` view), most GPU time at stake first: trace_id, priority,
         rule, path, layer, pass, kernel, launches, gpu_time_ns, at_stake_ns, share_pct, measure, value, threshold,
-        evidence, fix (docs/findings.md). Computed once per opened folder, every view it reads computed once."""
+        evidence, fix (docs/findings.md). Computed once per opened folder, every view it reads computed once; an
+        analysis folder's findings as analyze wrote them."""
         from pipeline.report.findings import compute
 
         if self._findings is None:
-            self._findings = compute(self.folder)
+            holder = self._holder("findings")
+            if self.analysis and holder == self.folder:
+                self._findings = self.con.table("findings").pl()
+            else:  # a view over a whole tree: each input computed once, not inlined into one statement
+                self._findings = compute(holder)
         df = self._findings
         if trace_id is not None:
             df = df.filter(pl.col("trace_id") == trace_id)
@@ -174,15 +193,47 @@ class Traces:
         """GPU busy, idle and launch-gap time per step (``step_gpu_idle``; step 0 = a trace without step ranges):
         trace_id, step, step_name, device_id, wall_ns, busy_ns, idle_ns, idle_pct, launch_gap_ns, host_wait_ns,
         kernels, kernel_ns, memop_ns."""
-        return self.sql(
+        return self._query(
+            "step_gpu_idle",
             "SELECT trace_id, step, step_name, device_id, wall_ns, busy_ns, idle_ns, idle_pct, launch_gap_ns, "
             "host_wait_ns, kernels, kernel_ns, memop_ns FROM step_gpu_idle "
             "WHERE $trace IS NULL OR trace_id = $trace ORDER BY trace_id, step, device_id",
             {"trace": trace_id},
         )
 
+    def _holder(self, name: str) -> Path:
+        """The folder to read table or view ``name`` from: this one where it has it, else the normalized folder
+        beside an analysis folder; BadInputError naming the folder to open where neither is there."""
+        if not self.analysis or name in self.names():
+            return self.folder
+        if self.normalized is not None:
+            return self.normalized
+        table = name in table_descriptions()
+        lacks = f"{name} is a table of the normalized folder" if table else f"analyze wrote no {name}.parquet here"
+        raise BadInputError(
+            self.folder,
+            f"an analysis folder: {lacks}, and no normalized/ of its traces sits beside it: tracepipe.open() the "
+            "normalized folder `tracepipe analyze` read",
+        )
+
+    def _con_for(self, name: str) -> duckdb.DuckDBPyConnection:
+        """The read-only connection that holds ``name`` (:meth:`_holder`)."""
+        if self._holder(name) == self.folder:
+            return self.con
+        if self._source is None:
+            from pipeline.analyze import connect_folder
+
+            self._source = connect_folder(self._holder(name))
+        return self._source
+
+    def _query(self, name: str, query: str, params: dict[str, Any]) -> pl.DataFrame:
+        """``query`` over the connection holding view ``name``, the one it reads."""
+        return self._con_for(name).sql(query, params=params).pl()
+
     def close(self) -> None:
         self.con.close()
+        if self._source is not None:
+            self._source.close()
 
     def __enter__(self) -> Traces:
         return self
@@ -191,12 +242,35 @@ class Traces:
         self.close()
 
     def __repr__(self) -> str:
-        return f"tracepipe.Traces({str(self.folder)!r}: {len(self.trace_ids())} traces)"
+        if self.normalized is None:  # no trace_meta to count
+            return f"tracepipe.Traces({str(self.folder)!r}: an analysis folder)"
+        beside = f", an analysis folder beside {str(self.normalized)!r}" if self.analysis else ""
+        return f"tracepipe.Traces({str(self.folder)!r}: {len(self.trace_ids())} traces{beside})"
 
 
 def open(folder: str | Path) -> Traces:
-    """Open a normalized folder (what `tracepipe normalize` wrote) for reading."""
+    """Open a folder for reading, as ``tracepipe sql`` does: a normalized folder (what `tracepipe normalize` wrote)
+    or an analysis folder (`tracepipe analyze`'s --out). The folder `tracepipe run` wrote holds both and is refused
+    with a line naming its ``analysis/`` and ``normalized/``, as ``tracepipe sql`` refuses it."""
     return Traces(folder)
+
+
+def _source_beside(analysis: Path, con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The normalized folder an analysis folder was computed from, where it sits beside it as ``normalized/`` (the
+    layout of `tracepipe run` and of README's build/; analyze records no source): None when there is none, or when
+    it lacks a trace the analysis names (in ``layer_coverage``, one row per trace with GPU work), as after the
+    normalized folder was made again from other traces."""
+    from pipeline.store import trace_ids
+
+    beside = analysis.resolve().parent / "normalized"
+    held = set(trace_ids(beside))
+    if not held:
+        return None
+    written = {name for (name,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "layer_coverage" not in written:  # analyze --view without it: nothing to check the folder against
+        return beside
+    named = {tid for (tid,) in con.execute("SELECT DISTINCT trace_id FROM layer_coverage").fetchall()}
+    return beside if named <= held else None
 
 
 def _view_names() -> set[str]:
