@@ -20,9 +20,11 @@
 --   forward_kernels       BIGINT: kernels of the forward pass
 --   backward_kernels      BIGINT: kernels of the backward pass
 --   optimizer_kernels     BIGINT: kernels of optimizer steps
+--   no_pass_kernels       BIGINT: kernels of none of the three: the four counts add up to `kernels`
 --   forward_gpu_time_ns   BIGINT ns: their summed duration
 --   backward_gpu_time_ns  BIGINT ns: their summed duration
---   optimizer_gpu_time_ns BIGINT ns: their summed duration (kernels of no pass are in none of the three)
+--   optimizer_gpu_time_ns BIGINT ns: their summed duration
+--   no_pass_gpu_time_ns   BIGINT ns: their summed duration: the four add up to `gpu_time_ns`
 --   memcpy_count          BIGINT: copies attributed by the same rule as kernels
 --   memcpy_bytes          BIGINT bytes: copied
 --   memcpy_ns             BIGINT ns: their GPU time
@@ -42,9 +44,11 @@ SELECT s.trace_id, s.layer, count(*) AS paths,
        CAST(sum(s.forward_kernels) AS BIGINT) AS forward_kernels,
        CAST(sum(s.backward_kernels) AS BIGINT) AS backward_kernels,
        CAST(sum(s.optimizer_kernels) AS BIGINT) AS optimizer_kernels,
+       CAST(sum(s.no_pass_kernels) AS BIGINT) AS no_pass_kernels,
        CAST(sum(s.forward_gpu_time_ns) AS BIGINT) AS forward_gpu_time_ns,
        CAST(sum(s.backward_gpu_time_ns) AS BIGINT) AS backward_gpu_time_ns,
        CAST(sum(s.optimizer_gpu_time_ns) AS BIGINT) AS optimizer_gpu_time_ns,
+       CAST(sum(s.no_pass_gpu_time_ns) AS BIGINT) AS no_pass_gpu_time_ns,
        CAST(sum(s.memcpy_count) AS BIGINT) AS memcpy_count, CAST(sum(s.memcpy_bytes) AS BIGINT) AS memcpy_bytes,
        CAST(sum(s.memcpy_ns) AS BIGINT) AS memcpy_ns, CAST(sum(s.memset_count) AS BIGINT) AS memset_count,
        CAST(sum(s.memset_bytes) AS BIGINT) AS memset_bytes, CAST(sum(s.memset_ns) AS BIGINT) AS memset_ns,

@@ -22,9 +22,12 @@
 --   forward_kernels       BIGINT: kernels of the forward pass
 --   backward_kernels      BIGINT: kernels of the backward pass
 --   optimizer_kernels     BIGINT: kernels of optimizer steps
+--   no_pass_kernels       BIGINT: kernels of none of the three (launched outside every range, neither backward nor
+--                           optimizer): the four counts add up to `kernels`
 --   forward_gpu_time_ns   BIGINT ns: their summed duration
 --   backward_gpu_time_ns  BIGINT ns: their summed duration
---   optimizer_gpu_time_ns BIGINT ns: their summed duration (kernels of no pass are in none of the three)
+--   optimizer_gpu_time_ns BIGINT ns: their summed duration
+--   no_pass_gpu_time_ns   BIGINT ns: their summed duration: the four add up to `gpu_time_ns`
 --   memcpy_count          BIGINT: copies attributed by the same rule as kernels
 --   memcpy_bytes          BIGINT bytes: copied
 --   memcpy_ns             BIGINT ns: their GPU time
@@ -44,9 +47,11 @@ WITH per_path AS (
            count(*) FILTER (k AND pass = 'forward') AS forward_kernels,
            count(*) FILTER (k AND pass = 'backward') AS backward_kernels,
            count(*) FILTER (k AND pass = 'optimizer') AS optimizer_kernels,
+           count(*) FILTER (k AND pass IS NULL) AS no_pass_kernels,
            CAST(coalesce(sum(duration_ns) FILTER (k AND pass = 'forward'), 0) AS BIGINT) AS forward_gpu_time_ns,
            CAST(coalesce(sum(duration_ns) FILTER (k AND pass = 'backward'), 0) AS BIGINT) AS backward_gpu_time_ns,
            CAST(coalesce(sum(duration_ns) FILTER (k AND pass = 'optimizer'), 0) AS BIGINT) AS optimizer_gpu_time_ns,
+           CAST(coalesce(sum(duration_ns) FILTER (k AND pass IS NULL), 0) AS BIGINT) AS no_pass_gpu_time_ns,
            count(*) FILTER (op_kind = 'memcpy') AS memcpy_count,
            CAST(coalesce(sum(bytes) FILTER (op_kind = 'memcpy'), 0) AS BIGINT) AS memcpy_bytes,
            CAST(coalesce(sum(duration_ns) FILTER (op_kind = 'memcpy'), 0) AS BIGINT) AS memcpy_ns,
@@ -86,8 +91,8 @@ SELECT p.trace_id, p.path, p.layer, p.depth, c.calls, p.kernels,
        p.gpu_time_ns, p.mean_ns, p.min_ns, p.max_ns,
        100.0 * p.gpu_time_ns / nullif(sum(p.gpu_time_ns) OVER (PARTITION BY p.trace_id), 0) AS share_pct,
        p.first_start_ns, p.last_start_ns, p.distinct_kernels, n.kernel_names,
-       p.forward_kernels, p.backward_kernels, p.optimizer_kernels,
-       p.forward_gpu_time_ns, p.backward_gpu_time_ns, p.optimizer_gpu_time_ns,
+       p.forward_kernels, p.backward_kernels, p.optimizer_kernels, p.no_pass_kernels,
+       p.forward_gpu_time_ns, p.backward_gpu_time_ns, p.optimizer_gpu_time_ns, p.no_pass_gpu_time_ns,
        p.memcpy_count, p.memcpy_bytes, p.memcpy_ns, p.memset_count, p.memset_bytes, p.memset_ns, p.gpu_ops
 FROM per_path p
 LEFT JOIN calls c ON c.trace_id = p.trace_id AND c.path IS NOT DISTINCT FROM p.path

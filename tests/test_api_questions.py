@@ -95,6 +95,8 @@ def test_layers_are_the_reference_per_path_times(folder: Path, nsys_sqlite: Path
     assert {r["path"]: (r["kernels"], r["gpu_time_ns"]) for r in got.iter_rows(named=True)} == ref
     assert got["gpu_time_ns"].is_sorted(descending=True)
     assert (got["forward_gpu_time_ns"] == got["gpu_time_ns"]).filter(got["path"].is_not_null()).all()  # inference
+    # outside every range: no pass, the reference's time of the path-less row
+    assert got.filter(got["path"].is_null())["no_pass_gpu_time_ns"].to_list() == [ref[None][1]]
 
 
 def test_kernels_of_a_layer_by_name_or_path(folder: Path, nsys_sqlite: Path) -> None:

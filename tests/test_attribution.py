@@ -83,6 +83,29 @@ def test_layer_summary_times_add_up(nsys_out: Path, nsys_sqlite: Path) -> None:
     assert row == (4, 8, 2.0, 2)
 
 
+def test_pass_columns_add_up_to_the_layers_time(nsys_out: Path, nsys_sqlite: Path) -> None:
+    # An inference trace: every kernel is forward work or launched outside every range, the one case of no pass.
+    # Independent: the kernels whose launch call is inside no NVTX push/pop range of its thread, read from the raw
+    # export (1 kernel, 2,592 ns in the small CNN's capture).
+    raw = sqlite3.connect(nsys_sqlite)
+    outside = raw.execute(
+        'SELECT count(*), sum(k."end" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k '
+        "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
+        "WHERE NOT EXISTS (SELECT 1 FROM NVTX_EVENTS n WHERE n.eventType = 59 AND n.globalTid = r.globalTid "
+        'AND n.start <= r.start AND r.start <= n."end")'
+    ).fetchone()
+    assert outside[0] > 0
+    con = connect(nsys_out)
+    for view in ("layer_summary", "layer_name_summary"):
+        assert con.execute(f"SELECT sum(no_pass_kernels), sum(no_pass_gpu_time_ns) FROM {view}").fetchone() == outside
+        split = con.execute(
+            "SELECT count(*) FILTER (forward_kernels + backward_kernels + optimizer_kernels + no_pass_kernels "
+            "<> kernels OR forward_gpu_time_ns + backward_gpu_time_ns + optimizer_gpu_time_ns + no_pass_gpu_time_ns "
+            f"<> gpu_time_ns), count(*) FROM {view}"
+        ).fetchone()
+        assert split[0] == 0 and split[1] > 1, (view, split)
+
+
 def test_layer_timeline_step_spans_its_children(nsys_out: Path, nsys_sqlite: Path) -> None:
     con = connect(nsys_out)
     raw = sqlite3.connect(nsys_sqlite)

@@ -260,6 +260,12 @@ def test_pass_split_on_a_training_trace(tmp_path: Path) -> None:
     assert 0 < opt < total
     assert f"<b>{opt / 1e3:,.1f} µs</b>optimizer ({100 * opt / total:.1f}%)" in html
     assert "backward (" in html and "<th>backward µs</th>" in html
+    # the four passes' figures add up to the trace's kernel time (no pass: outside every range, neither backward
+    # nor optimizer), in the KPI row and as the pass table's fourth column
+    kpis = re.findall(r"<b>([0-9,.]+) µs</b>(forward|backward|optimizer|outside every range, no pass) \(", html)
+    assert [k for _, k in kpis[:4]] == ["forward", "backward", "optimizer", "outside every range, no pass"]
+    assert abs(sum(float(v.replace(",", "")) for v, _ in kpis[:4]) - total / 1e3) < 0.2
+    assert "<th>no pass µs</th>" in html
 
 
 def test_inference_trace_hides_pass_columns(built: tuple[Path, str]) -> None:

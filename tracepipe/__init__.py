@@ -131,12 +131,13 @@ class Traces:
     def layers(self, trace_id: str | None = None) -> pl.DataFrame:
         """GPU time per layer path, most first: one row per trace and path (``layer_summary``) with trace_id, path,
         layer (innermost range; null = outside every range), calls, kernels, gpu_time_ns, share_pct (of the trace's
-        kernel time), forward_gpu_time_ns, backward_gpu_time_ns, optimizer_gpu_time_ns (the same time by pass),
-        memcpy_ns, memset_ns. ``trace_id``: one trace's rows."""
+        kernel time), forward_gpu_time_ns, backward_gpu_time_ns, optimizer_gpu_time_ns, no_pass_gpu_time_ns (the same
+        time by pass; no pass: launched outside every range, neither backward nor optimizer: the four add up to
+        gpu_time_ns), memcpy_ns, memset_ns. ``trace_id``: one trace's rows."""
         return self._query(
             "layer_summary",
             "SELECT trace_id, path, layer, calls, kernels, gpu_time_ns, share_pct, forward_gpu_time_ns, "
-            "backward_gpu_time_ns, optimizer_gpu_time_ns, memcpy_ns, memset_ns FROM layer_summary "
+            "backward_gpu_time_ns, optimizer_gpu_time_ns, no_pass_gpu_time_ns, memcpy_ns, memset_ns FROM layer_summary "
             "WHERE $trace IS NULL OR trace_id = $trace ORDER BY gpu_time_ns DESC, trace_id, path",
             {"trace": trace_id},
         )

@@ -467,6 +467,8 @@ PASS_COLS = [
     Col("forward_gpu_time_ns", "forward µs", us, True),
     Col("backward_gpu_time_ns", "backward µs", us, True),
     Col("optimizer_gpu_time_ns", "optimizer µs", us, True),
+    # launched outside every range, neither backward nor optimizer: the four passes add up to the GPU time
+    Col("no_pass_gpu_time_ns", "no pass µs", us, True),
     Col(
         "ratio",
         "backward / forward",
@@ -479,9 +481,11 @@ PASS_COLS = [
 def _passes_html(views: Views) -> str:
     """Per training trace: its GPU time by pass, then its top layers split forward / backward / optimizer."""
     s = views.required["layer_summary"]
-    cols = ["forward_gpu_time_ns", "backward_gpu_time_ns", "optimizer_gpu_time_ns"]
-    if not all(c in s.columns for c in cols):
+    cols = ["forward_gpu_time_ns", "backward_gpu_time_ns", "optimizer_gpu_time_ns", "no_pass_gpu_time_ns"]
+    if not all(c in s.columns for c in cols[:3]):
         return note("not available (layer_summary has no pass columns: re-run tracepipe analyze)")
+    if cols[3] not in s.columns:  # an analysis folder written before the column: the rest of the GPU time
+        s = s.with_columns((pl.col("gpu_time_ns") - pl.sum_horizontal(cols[:3])).alias(cols[3]))
     per_trace = s.group_by("trace_id").agg(pl.col("gpu_time_ns").sum(), *(pl.col(c).sum() for c in cols))
     training = per_trace.filter((pl.col("backward_gpu_time_ns") > 0) | (pl.col("optimizer_gpu_time_ns") > 0))
     inference = per_trace.height - training.height

@@ -156,7 +156,10 @@ def pass_split(by_path: pl.DataFrame) -> tuple[bool, str]:
         return False, note(
             "Every kernel launched inside a layer range ran in the forward pass (no backward or optimizer kernels)."
         )
-    parts = [("forward", fwd), ("backward", bwd), ("optimizer", opt), ("outside every range", total - fwd - bwd - opt)]
+    # no pass: launched outside every range, neither backward nor optimizer (older folders: the rest of the time)
+    none = int(by_path["no_pass_gpu_time_ns"].sum() or 0) if "no_pass_gpu_time_ns" in by_path.columns else None
+    parts = [("forward", fwd), ("backward", bwd), ("optimizer", opt),
+             ("outside every range, no pass", total - fwd - bwd - opt if none is None else none)]  # fmt: skip
     return True, block(
         "GPU time by pass",
         kpis((f"{name} ({100 * n / max(total, 1):.1f}%)", f"{n / 1e3:,.1f} µs") for name, n in parts),
