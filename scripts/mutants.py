@@ -1246,6 +1246,23 @@ MUTANTS: list[Mutant] = [
         "errors, warnings and a trace's texts print as text, not rich markup",
         ("tests/test_bad_inputs.py", "tests/test_cli_surface.py"),
     ),
+    # --- stop 59: a new user's review, mended ----------------------------------------------------------------------
+    Mutant(
+        "no_pass_counts_copies",
+        "sql/layer_summary.sql",
+        "FILTER (k AND pass IS NULL), 0) AS BIGINT) AS no_pass_gpu_time_ns",
+        "FILTER (pass IS NULL), 0) AS BIGINT) AS no_pass_gpu_time_ns",
+        "the four per-pass columns add up to the path's kernel time (no_pass: kernels of no pass, not copies)",
+        ("tests/test_attribution.py::test_pass_columns_add_up_to_the_layers_time",),
+    ),
+    Mutant(
+        "kernels_of_a_layer_alone",
+        "tracepipe/__init__.py",
+        "subtree: bool = True",
+        "subtree: bool = False",
+        "tp.kernels(layer) takes the layer's subtree by default, as nsys projects a range onto what runs inside it",
+        ("tests/test_api_questions.py",),
+    ),
 ]
 
 
