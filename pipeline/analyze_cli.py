@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,9 @@ from pipeline.cli_options import (
     view_option,
 )
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_FAILED
+
+if TYPE_CHECKING:
+    import duckdb  # imported where it runs: --help stays quick
 
 
 class CatalogCommand(click.Command):
@@ -150,7 +153,11 @@ SQL_FORMATS = ("table", "csv", "json", "markdown", "line", "parquet")
     "csv: LIST/STRUCT columns as JSON text.",
 )
 @click.option(
-    "--output", "-o", type=click.Path(path_type=Path), help="Write the result to this file (.csv, .json, .parquet)."
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Write the result to this file (.csv, .json, .parquet). It holds one result: a QUERY with two statements "
+    "that return rows is refused (exit 2); CREATE TEMP TABLE ... before the one SELECT is fine.",
 )
 @click.option("--max-rows", default=40, show_default=True, help="Rows shown by the table format.")
 @device_option("Views as a projection onto this GPU's limits (see tracepipe analyze --device).")
@@ -162,6 +169,9 @@ def sql(
     FOLDER is a normalized folder (every table, and every view computed as a statement reads it) or an analysis
     folder (tracepipe analyze's --out: the views it wrote, read from their Parquet as they are).
 
+    QUERY may hold several statements separated by ';': each runs in turn and each result is printed, as
+    DuckDB's CLI does (CREATE and DROP print nothing); the first that fails stops the rest, exit 2.
+
     No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema NAME, .mode, .maxrows,
     .output FILE; Ctrl-C cancels the line or the query; history in ~/.tracepipe_history). With piped input
     it runs the statements and prints only their results. Queries cannot write files or change the data.
@@ -171,21 +181,23 @@ def sql(
       tracepipe sql build/normalized "SELECT path, kernels, gpu_time_ns FROM layer_summary"
       tracepipe sql build/normalized "SELECT * FROM kernel_layers" -o kl.parquet     # format from the extension
       tracepipe sql build/normalized "SELECT * FROM layer_summary" --format json | jq .share_pct
+      tracepipe sql build/normalized "SELECT count(*) FROM kernels; SELECT count(*) FROM nvtx_ranges"
       tracepipe sql build/normalized                     # interactive
       echo "SELECT count(*) FROM kernels;" | tracepipe sql build/normalized
       tracepipe sql build/analysis "SELECT * FROM findings LIMIT 5"     # analyze's written views
     """
     from pipeline.analyze import connect_folder
+    from pipeline.analyze.readonly import reading_statements
     from pipeline.analyze.shell import (
         MAX_ROWS,
+        RESULT_STATEMENTS,
         OutputError,
         check_new_file,
-        fetch,
         first_line,
         format_for,
         render,
         repl,
-        run_interruptible,
+        run_statement,
         write_result,
     )
     from pipeline.outputs import is_normalized
@@ -204,6 +216,24 @@ def sql(
     except OutputError as e:
         console.fail(str(e))
         sys.exit(EXIT_BAD_INPUT)
+    statements: list[duckdb.Statement] = []
+    if query is not None:
+        # Split by DuckDB's parser before the folder is opened: a syntax error, or a statement that could write
+        # anywhere in QUERY, is said before any statement runs (and before the views' connection is paid for).
+        try:
+            statements = reading_statements(query)
+        except duckdb_error() as e:
+            console.fail(f"query failed: {first_line(e)}")
+            sys.exit(EXIT_BAD_INPUT)
+        answers = sum(st.type in RESULT_STATEMENTS for st in statements)
+        if output is not None and answers > 1:
+            # A Parquet file holds one table, and two CSV headers in one file are no CSV: keeping the last result
+            # would drop the others without a word.
+            console.fail(
+                f"-o {output} writes one result and QUERY has {answers} statements that return rows: keep the one "
+                "to write (CREATE TEMP TABLE ... AS before it is fine), or leave out -o to print them all"
+            )
+            sys.exit(EXIT_BAD_INPUT)
     # The views a statement names (and those they read) are created as it comes: creating every view binds each
     # body again under the views that read it (2.1 CPU-s on a 220k-kernel trace).
     con = connect_folder(normalized, device)  # or analyze's output, its views as written
@@ -213,36 +243,30 @@ def sql(
     if query is None:
         repl(con, normalized, fmt or "table", max_rows)
         return
-    try:
+    # Every statement in order, each result printed as it comes (DuckDB's CLI with -c); the first that fails stops
+    # the rest, as there: a later statement most often reads what the failed one was to make.
+    for statement in statements:
         try:
-            table = run_interruptible(con, lambda: fetch(con, query))
-        except catalog_error():
-            con.ensure_views(None)  # a view reached some way the parser does not see (a user's macro): all of them
-            table = run_interruptible(con, lambda: fetch(con, query))
-    except duckdb_error() as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
-        said = first_line(e)
-        if said.startswith("Catalog Error") and not is_normalized(normalized):  # an analysis folder
-            said += " (an analysis folder holds the views analyze wrote; the tables are the normalized folder's)"
-        console.fail(f"query failed: {said}")
-        sys.exit(EXIT_BAD_INPUT)
-    if table is None:
-        return
-    if output is not None and file_format is not None:
-        write_result(table, output, file_format)
-    else:
-        sys.stdout.write(render(table, fmt or "table", max_rows))
+            table = run_statement(con, statement)
+        except duckdb_error() as e:  # duckdb's errors are the user's SQL errors: one line, exit 2
+            said = first_line(e)
+            if said.startswith("Catalog Error") and not is_normalized(normalized):  # an analysis folder
+                said += " (an analysis folder holds the views analyze wrote; the tables are the normalized folder's)"
+            sys.stdout.flush()  # the results before it, then the error: in that order on a terminal
+            console.fail(f"query failed: {said}")
+            sys.exit(EXIT_BAD_INPUT)
+        if table is None:
+            continue
+        if output is not None and file_format is not None:
+            write_result(table, output, file_format)
+        else:
+            sys.stdout.write(render(table, fmt or "table", max_rows))
 
 
 def duckdb_error() -> type[Exception]:
     import duckdb
 
     return duckdb.Error
-
-
-def catalog_error() -> type[Exception]:
-    import duckdb
-
-    return duckdb.CatalogException
 
 
 @click.command()

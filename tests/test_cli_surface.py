@@ -243,3 +243,44 @@ def test_a_misspelt_view_is_refused_before_normalizing_with_the_closest_name(tmp
     r = tp("run", SMALLCNN / "nsys.sqlite.gz", "--out", tmp_path / "o", "--view", "kernel_layer", "-q")
     assert r.returncode == 2 and "no such view(s): kernel_layer (did you mean kernel_layers?)" in r.stderr
     assert not (tmp_path / "o").exists()  # nothing normalized first
+
+
+def test_sql_prints_every_statements_result_in_order(nsys_out: Path) -> None:
+    # `tracepipe sql DIR "SELECT 1 AS a; SELECT 2 AS b"` printed only b; DuckDB's CLI prints each result
+    r = tp("sql", nsys_out, "SELECT 1 AS a; SELECT 'x;y' AS b; SELECT count(*) AS n FROM kernels", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "a\n1\nb\nx;y\nn\n33\n"  # split by DuckDB's parser: the ';' in the string splits nothing
+    r = tp("sql", nsys_out, "SELECT 1 AS first_one; SELECT 2 AS second_one")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"│\s+first_one\s+│.*│\s+1\s+│.*│\s+second_one\s+│.*│\s+2\s+│", r.stdout, re.S), r.stdout
+    # CREATE prints nothing (DuckDB's Python API answers it with a "Count" table), as in DuckDB's CLI
+    r = tp("sql", nsys_out, "CREATE TEMP TABLE t AS SELECT count(*) AS n FROM kernels; SELECT n * 2 AS twice FROM t")
+    assert r.returncode == 0 and "Count" not in r.stdout and re.search(r"│\s+66\s+│", r.stdout), r.stdout
+
+
+def test_sql_stops_at_the_first_failing_statement(nsys_out: Path) -> None:
+    # DuckDB's CLI (-c, or one line of a script) stops there too: the rest most often read what it was to make
+    r = tp("sql", nsys_out, "SELECT 1 AS a; SELECT nope FROM kernels; SELECT 3 AS c", "--format", "csv")
+    err = one_line_error(r, 2)
+    assert r.stdout == "a\n1\n"
+    assert err.startswith('error: query failed: Binder Error: Referenced column "nope" not found'), err
+    # a syntax error or a statement that could write, anywhere in QUERY: said before any statement runs
+    for query, said in (
+        ("SELECT 1 AS a; SELEC 2", 'Parser Error: syntax error at or near "SELEC"'),
+        ("SELECT 1 AS a; COPY kernels TO 'k.csv'", "COPY statements are not allowed"),
+    ):
+        r = tp("sql", nsys_out, query, "--format", "csv")
+        assert said in one_line_error(r, 2) and r.stdout == ""
+
+
+def test_sql_output_file_takes_one_result(nsys_out: Path, tmp_path: Path) -> None:
+    # one file holds one table: two results to -o are refused before anything runs, naming the fix
+    target = tmp_path / "two.parquet"
+    err = one_line_error(tp("sql", nsys_out, "SELECT 1 AS a; SELECT 2 AS b", "-o", target), 2)
+    assert "writes one result and QUERY has 2 statements that return rows" in err and "leave out -o" in err
+    assert not target.exists()
+    # statements that make what the one result reads are no result: the file holds that one
+    target = tmp_path / "one.csv"
+    r = tp("sql", nsys_out, "CREATE TEMP TABLE t AS SELECT count(*) AS n FROM kernels; SELECT n FROM t", "-o", target)
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    assert target.read_text() == "n\n33\n"

@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.analyze.readonly import read_only_query
+from pipeline.analyze.readonly import read_only_query, reading_statements
 from pipeline.catalog import descriptions, is_public
 from pipeline.errors import EXIT_BAD_INPUT, OutputError
 from pipeline.outputs import check_new_file, writing
@@ -45,6 +45,12 @@ EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json
 #: The most rows ``.maxrows`` and ``sql --max-rows`` take: DuckDB's renderer counts them in 64 bits (a larger
 #: number was its TypeError, exit 1).
 MAX_ROWS = 2**63 - 1
+#: Statements whose rows are an answer to print, as DuckDB's CLI prints them. CREATE, DROP and the like print nothing
+#: there, where DuckDB's Python API hands back a one-row ``Count`` or an empty ``Success`` table for them: printed,
+#: ``CREATE TEMP TABLE t AS ...; SELECT n FROM t`` would show a ``Count`` the user never asked for.
+RESULT_STATEMENTS = frozenset(
+    {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL}
+)
 HISTORY_ENV = "TRACEPIPE_HISTORY"
 DEFAULT_HISTORY = Path("~/.tracepipe_history")
 
@@ -248,23 +254,16 @@ class Shell:
 
     # -- statements -----------------------------------------------------------------------------------------------
     def execute(self, sql: str) -> None:
-        """Run every statement of ``sql``; the first error stops the rest (as DuckDB's CLI does)."""
+        """Run every statement of ``sql`` and print each result; the first error stops the rest (as DuckDB's CLI
+        does with the statements of one line), and a statement that could write refuses them all before any runs."""
         try:
-            statements = [s.query for s in duckdb.extract_statements(sql)]
+            statements = reading_statements(sql)
         except duckdb.Error as e:
             self.error(first_line(e))
             return
         for statement in statements:
             try:
-                try:
-                    table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
-                except duckdb.CatalogException:
-                    # a name the statement's views did not bring (a typo): with every view there, DuckDB's "Did you
-                    # mean" names the closest of all of them (it had offered kernel_tile_patterns for kernel_layer)
-                    if not hasattr(self.con, "ensure_views"):
-                        raise
-                    self.con.ensure_views(None)
-                    table = run_interruptible(self.con, lambda q=statement: fetch(self.con, q))
+                table = run_statement(self.con, statement)
             except KeyboardInterrupt:
                 self.error("interrupted")
                 return
@@ -384,11 +383,28 @@ def _table_names() -> set[str]:
     return set(table_descriptions())
 
 
-def fetch(con: duckdb.DuckDBPyConnection, query: str) -> pa.Table | None:
-    """The last statement's result as an Arrow table (None when it returns no rows); statements that
-    could write are refused (``read_only_query``: the sandbox alone allows writing inside the data)."""
-    rel = read_only_query(con, query)
-    return rel.to_arrow_table() if rel is not None else None
+def fetch(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> pa.Table | None:
+    """One statement's result as an Arrow table; None for one that answers with no rows to print (CREATE, DROP:
+    :data:`RESULT_STATEMENTS`), run all the same. A statement that could write is refused (``read_only_query``:
+    the sandbox alone allows writing inside the data)."""
+    rel = read_only_query(con, statement.query)
+    if rel is None or statement.type not in RESULT_STATEMENTS:
+        return None  # DuckDB before 2.0 hands back no relation for CREATE; 2.0 a "Count" one, already run
+    return rel.to_arrow_table()
+
+
+def run_statement(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> pa.Table | None:
+    """:func:`fetch` in a thread Ctrl-C interrupts (:func:`run_interruptible`). A name the statement's views did not
+    bring (a typo) is tried again with every view there, so that DuckDB's "Did you mean" names the closest of all of
+    them (it had offered kernel_tile_patterns for kernel_layer), and a view reached some way the parser does not see
+    (a user's macro) is found."""
+    try:
+        return run_interruptible(con, lambda: fetch(con, statement))
+    except duckdb.CatalogException:
+        if not hasattr(con, "ensure_views"):  # a connection made with every view: nothing more to bring
+            raise
+        con.ensure_views(None)
+        return run_interruptible(con, lambda: fetch(con, statement))
 
 
 def history_path() -> Path:
