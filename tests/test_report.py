@@ -211,6 +211,11 @@ def test_demo_pipeline_on_every_sample(tmp_path: Path) -> None:
     assert (out / "report.html").stat().st_size <= 2_000_000
     assert re.findall(r'<section id="([^"]+)">', html)[:3] == ["findings", "passes", "ranks"]
     assert "Ranks: 2 ranks compared (one job)" in html and 'id="ranks-2"' not in html
+    # several traces' findings: the opening table names each row's trace, each trace's section has its own table
+    opening = html.split('<section id="findings">')[1].split("</section>")[0]
+    assert "<th>trace</th>" in opening
+    own = html.split('<section id="h200_train_decoder.nsys">')[1].split("</section>")[0]
+    assert own.count('<table class="finding">') == 1 and "opening table" not in own
     for png in out.glob("*.png"):
         check_png(png)
     # rendered in headless Chromium at 1400 px: no table scrolls, no figure is shrunk or cut, the nav wraps

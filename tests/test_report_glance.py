@@ -55,6 +55,10 @@ def test_the_report_opens_with_findings_then_the_split_by_pass(train_report: tup
     assert cells[3] == f"{optimizer_ns / 1e3:,.1f}"  # GPU time, forward, backward, optimizer
     findings = page.split('<section id="findings">')[1].split("</section>")[0]
     assert "slow backward" in findings and "step/model/tok" in findings
+    # one trace's findings: no trace column (every row would name it), and its section links to them, not a copy
+    assert "<th>trace</th>" not in findings and "<th>at stake</th>" in findings
+    own = page.split('<section id="train.nsys">')[1].split("</section>")[0]
+    assert '<table class="finding">' not in own and 'the <a href="#findings">opening table</a> holds them' in own
 
 
 def test_long_tables_fold_the_rest_and_short_ones_are_whole() -> None:

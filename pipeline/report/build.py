@@ -241,6 +241,11 @@ class _TraceBuilder:
         mine = self.findings.filter(pl.col("trace_id") == self.trace)
         if mine.height == 0:
             return block("Findings", note("No rule found GPU time worth a look in this trace."))
+        if mine.height == self.findings.height:  # the report's opening table is this trace's: not the rows twice
+            return block(
+                "Findings",
+                f'<p class="note">{mine.height} finding(s): the <a href="#findings">opening table</a> holds them.</p>',
+            )
         return block("Findings", html_table(mine, top=5, max_rows=10, with_trace=False))
 
     def layers(self) -> None:
@@ -413,7 +418,10 @@ def build_report(
         f"{len(builders)} trace(s) from <code>{_html.escape(str(analysis))}</code>, generated {when}. "
         "Times are sums of kernel durations on the GPU; layers are the NVTX ranges that launched the kernels.",
     )
-    page.sections.append(("findings", "Findings: what to fix, most GPU time at stake first", _findings_html(findings)))
+    several = findings is not None and findings["trace_id"].n_unique() > 1
+    page.sections.append(
+        ("findings", "Findings: what to fix, most GPU time at stake first", _findings_html(findings, several))
+    )
     page.sections.append(("passes", "GPU time by pass: forward, backward, optimizer", _passes_html(views)))
     page.sections += [(anchor, heading, body) for anchor, heading, body, _ in extra]
     pngs += [write_atomic(out / name, png) for *_, (name, png) in extra]
@@ -434,14 +442,16 @@ def _read_findings(analysis: Path) -> pl.DataFrame | None:
     return load_findings(analysis)
 
 
-def _findings_html(findings: pl.DataFrame | None) -> str:
+def _findings_html(findings: pl.DataFrame | None, with_trace: bool = True) -> str:
+    """The findings of every trace, most at stake first; ``with_trace`` False (every finding of one trace): no trace
+    column, every row would say the same."""
     from pipeline.report.findings import html_table
 
     if findings is None:
         return note("No findings.parquet in the analysis folder (an older analyze): re-run tracepipe analyze.")
     if findings.height == 0:
         return note("No rule found GPU time worth a look (thresholds: pipeline/analyze/finding_rules.py).")
-    return html_table(findings, top=12, max_rows=40) + note(
+    return html_table(findings, top=12, max_rows=40, with_trace=with_trace) + note(
         "One row per trace, layer path, kernel and rule. At stake: the GPU time the fix could save, each rule's "
         "estimate (docs/findings.md); % of GPU wall: of the trace's GPU wall time over its steps. A leading "
         "ProfilerStep#N is folded to ProfilerStep#*: one finding for the layer in every step. Every finding: "
