@@ -172,9 +172,10 @@ def sql(
     QUERY may hold several statements separated by ';': each runs in turn and each result is printed, as
     DuckDB's CLI does (CREATE and DROP print nothing); the first that fails stops the rest, exit 2.
 
-    No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema NAME, .mode, .maxrows,
-    .output FILE; Ctrl-C cancels the line or the query; history in ~/.tracepipe_history). With piped input
-    it runs the statements and prints only their results. Queries cannot write files or change the data.
+    No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema [NAME] for CREATE statements,
+    \\d NAME for columns, .mode, .maxrows, .output FILE; Ctrl-C cancels the line or the query; history in
+    ~/.tracepipe_history). With piped input it runs the statements and prints only their results. Queries cannot
+    write files or change the data.
 
     \b
     Examples:

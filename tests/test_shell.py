@@ -82,7 +82,7 @@ def test_multiline_statements_split_by_the_tokenizer(nsys_out: Path, tmp_path: P
 def test_dot_commands(nsys_out: Path, tmp_path: Path) -> None:
     child = shell(nsys_out, tmp_path / "history")
     child.sendline(".help")
-    child.expect_exact(".schema NAME")
+    child.expect_exact(".schema [PATTERN]")
     child.expect(PROMPT)
     child.sendline(".tables")
     child.expect(PROMPT)
@@ -245,3 +245,95 @@ def test_piped_input_that_fails_exits_2_and_keeps_duckdbs_hints(nsys_out: Path, 
         check=False,
     )
     assert r.returncode == 0 and r.stdout == "ok\n2\n"
+
+
+def piped(folder: Path, script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "sql", str(folder), *args],
+        input=script,
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path / "history"),
+        check=False,
+    )
+
+
+def test_schema_prints_create_statements_like_duckdbs_cli(nsys_out: Path, tmp_path: Path) -> None:
+    # `.schema NAME` printed DESCRIBE's columns; DuckDB's CLI prints the statement that creates NAME
+    import duckdb
+
+    from tests.conftest import q
+
+    r = piped(nsys_out, ".mode csv\n.schema kernels\n", tmp_path)  # plain SQL whatever the mode, as DuckDB's
+    assert r.returncode == 0, r.stderr
+    ddl = r.stdout.strip()
+    assert ddl.startswith("CREATE TABLE kernels(trace_id VARCHAR, kernel_id BIGINT, ") and ddl.endswith(");")
+    assert ', "name" VARCHAR, ' in ddl  # a keyword quoted as DuckDB quotes it
+    scratch = duckdb.connect()
+    scratch.execute(ddl)  # the statement makes the table: the normalized one's columns and types, in order
+    made = scratch.execute("SELECT column_name, column_type FROM (DESCRIBE kernels)").fetchall()
+    assert made == [(c, t) for c, t, *_ in q(nsys_out, "DESCRIBE kernels")]
+    assert len(made) == 30
+
+    r = piped(nsys_out, ".schema layer_summary\n", tmp_path)
+    assert r.returncode == 0, r.stderr
+    (statement,) = duckdb.extract_statements(r.stdout)  # one statement, as written in sql/, its comments kept
+    assert statement.type == duckdb.StatementType.CREATE
+    assert r.stdout.startswith("CREATE VIEW layer_summary AS\n-- layer_summary: per-layer GPU rollup")
+    assert "--   gpu_time_ns           BIGINT ns: their summed duration\n" in r.stdout
+    assert r.stdout.rstrip().endswith("ORDER BY p.trace_id, p.gpu_time_ns DESC;")
+
+
+def test_schema_without_a_name_is_every_table_and_view_and_takes_a_pattern(nsys_out: Path, tmp_path: Path) -> None:
+    import duckdb
+
+    r = piped(nsys_out, ".schema\n", tmp_path)
+    assert r.returncode == 0, r.stderr
+    statements = duckdb.extract_statements(r.stdout)
+    made = [st.query.split("(")[0].split()[2] for st in statements]  # CREATE TABLE|VIEW <name>
+    tables, views = sorted(table_descriptions()), sorted(view_descriptions())
+    assert made == tables + views  # .tables' order: tables, then views, each by name; no _private ones
+    assert [st.query.split()[1] for st in statements] == ["TABLE"] * len(tables) + ["VIEW"] * len(views)
+    r = piped(nsys_out, ".schema layer_%summary\n.schema nothing_like_it\n", tmp_path)
+    assert r.returncode == 2  # the pattern nothing matches, said
+    made = [st.query.split()[2] for st in duckdb.extract_statements(r.stdout)]
+    assert made == ["layer_kernel_summary", "layer_name_summary", "layer_summary"]
+    assert r.stderr == "Error: no table or view 'nothing_like_it' (.tables lists them)\n"
+
+
+def test_backslash_d_keeps_describes_columns(nsys_out: Path, tmp_path: Path) -> None:
+    r = piped(nsys_out, "\\d kernels\n\\d layer_summary\n", tmp_path, "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("column_name,column_type\ntrace_id,VARCHAR\nkernel_id,BIGINT\n")
+    assert "column_name,column_type\ntrace_id,VARCHAR\npath,VARCHAR\nlayer,VARCHAR\ndepth,BIGINT\n" in r.stdout
+
+
+def test_a_users_own_view_is_duckdbs_text_and_creating_it_prints_nothing(nsys_out: Path, tmp_path: Path) -> None:
+    # DuckDB's Python API answers CREATE with a one-row "Count" table, which the shell printed; DuckDB's CLI prints
+    # nothing for it
+    script = 'CREATE TEMP VIEW mine AS SELECT 1 AS one;\nCREATE TEMP TABLE t AS SELECT 2 AS "select";\n'
+    r = piped(nsys_out, script + ".schema mine\n.schema t\nSELECT one FROM mine;\n", tmp_path, "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == 'CREATE TEMP VIEW mine AS SELECT 1 AS one;\nCREATE TEMP TABLE t("select" INTEGER);\none\n1\n'
+
+
+def test_schema_over_an_analysis_folder_is_each_files_columns(nsys_out: Path, tmp_path: Path) -> None:
+    import duckdb
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "analysis"
+    a = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "analyze", str(nsys_out), "--out", str(out), "--view", "layer_summary"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path / "history"),
+        check=False,
+    )
+    assert a.returncode == 0, a.stderr
+    r = piped(out, ".schema\n", tmp_path)  # no sql/ text: the view is the Parquet analyze wrote, no query here
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("CREATE TABLE layer_summary(trace_id VARCHAR, path VARCHAR, layer VARCHAR, depth ")
+    scratch = duckdb.connect()
+    scratch.execute(r.stdout)
+    made = scratch.sql("SELECT * FROM layer_summary").to_arrow_table().schema
+    assert made.names == pq.read_schema(out / "layer_summary.parquet").names

@@ -31,9 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.analyze.readonly import read_only_query, reading_statements
+from pipeline.analyze.views import _body, view_files
 from pipeline.catalog import descriptions, is_public
 from pipeline.errors import EXIT_BAD_INPUT, OutputError
-from pipeline.outputs import check_new_file, writing
+from pipeline.outputs import check_new_file, is_normalized, writing
 
 __all__ = ["OutputError", "check_new_file"]  # where the sql command has always found them
 
@@ -211,13 +212,14 @@ def first_line(e: BaseException) -> str:
 HELP = """\
 .help                 this text
 .tables [PATTERN]     tables and views (LIKE pattern), each with a line on what it holds
-.schema NAME          columns and types of a table or view
+.schema [PATTERN]     the CREATE statement of each table and view (LIKE pattern; every one without):
+                      a view's SQL as sql/ defines it, a table's columns and types
 .mode [MODE]          table (default) | csv | json | markdown | line
 .maxrows [N]          rows the table mode shows (first and last half; default 40)
 .output [FILE]        write results to a new FILE (never an existing file, never inside the data);
                       .output alone goes back to the terminal
 .quit / .exit         leave (Ctrl-D too)
-\\d [NAME]            the same as .tables / .schema NAME
+\\d [NAME]             .tables without a NAME; with one, its columns and types (DESCRIBE)
 Statements end with ';' and may span lines. Ctrl-C cancels the line or the running query.
 The connection is read-only: queries cannot write files or change the data."""
 
@@ -288,7 +290,9 @@ class Shell:
         elif word == ".tables" or (word == "\\d" and not arg):
             listing = self.tables(arg or None)
             self.say(render(listing, self.mode, 10_000) if self.mode != "table" else _aligned(listing))
-        elif word in (".schema", "\\d"):
+        elif word == "\\d":
+            self.describe(arg)
+        elif word == ".schema":
             self.schema(arg)
         elif word == ".mode":
             if not arg:
@@ -329,15 +333,50 @@ class Shell:
             }
         )
 
-    def schema(self, name: str) -> None:
-        if not name:
-            self.error(".schema takes a table or view name (.tables lists them)")
-            return
+    def describe(self, name: str) -> None:
+        """``\\d NAME``: the columns and types of a table or view, in the current mode (psql's ``\\d``)."""
         if not is_public(name) or name not in set(self.tables().column("name").to_pylist()):
             self.error(f"no table or view {name!r} (.tables lists them)")
             return
         table = self.con.sql(f"DESCRIBE {_quoted(name)}").select("column_name", "column_type").to_arrow_table()
         self.say(render(table, self.mode, 10_000))
+
+    def schema(self, pattern: str) -> None:
+        """``.schema [PATTERN]``: the statement creating each table and view whose name is LIKE ``PATTERN`` (every
+        one without), in ``.tables``' order, as plain SQL whatever the mode (DuckDB's CLI)."""
+        names = self.tables(pattern or None).column("name").to_pylist()
+        if not names:  # DuckDB's CLI prints nothing here; a misspelt name is better said
+            self.error(f"no table or view {pattern!r} (.tables lists them)")
+            return
+        scratch = duckdb.connect()  # where DuckDB spells each table's CREATE statement (create_table)
+        try:
+            self.say("\n".join(self.ddl(name, scratch) for name in names))
+        finally:
+            scratch.close()
+
+    def ddl(self, name: str, scratch: duckdb.DuckDBPyConnection) -> str:
+        """The CREATE statement of ``name``. A view of sql/ computed here (a normalized folder): its file as the
+        view is created from it, the header comment on its columns kept. DuckDB's own text for it (the
+        ``sql`` of ``duckdb_views()``) would be the body re-printed on one line without the comments, and, where
+        the view was computed once into a temp table or a Parquet file (``engine.lazy_views``), no view at all.
+        A table, or a view an analysis folder reads from analyze's Parquet: ``CREATE TABLE`` with its columns and
+        types, what DuckDB's CLI shows for a table (DuckDB's text for those is a view over a ``parquet_scan`` of
+        absolute paths). Anything else (a user's ``CREATE TEMP VIEW``) is DuckDB's own text."""
+        files = view_files()
+        if name in files and self.normalized is not None and is_normalized(self.normalized):
+            body = _body(files[name])
+            # a body ending in a comment would comment out a ';' put on its last line
+            return f"CREATE VIEW {name} AS\n{body}{chr(10) if '--' in body.splitlines()[-1] else ''};"
+        if name in descriptions():
+            columns = self.con.sql(f"DESCRIBE {_quoted(name)}").select("column_name", "column_type").fetchall()
+            return create_table(scratch, name, columns)
+        # fetchall: a result of execute() left unread is an error for the next statement (DuckDB 2.0)
+        ((sql,), *_) = self.con.execute(
+            "SELECT sql FROM duckdb_views() WHERE view_name = $n AND NOT internal "
+            "UNION ALL SELECT sql FROM duckdb_tables() WHERE table_name = $n",
+            {"n": name},
+        ).fetchall()
+        return str(sql)
 
     def output(self, arg: str) -> None:
         self.close()
@@ -375,6 +414,18 @@ def _aligned(listing: pa.Table) -> str:
     rows = listing.to_pylist()
     pad = max((len(r["name"]) for r in rows), default=0) + 2
     return "".join(f"{r['name'].ljust(pad)}{r['kind'].ljust(7)}{r['description']}\n" for r in rows)
+
+
+def create_table(scratch: duckdb.DuckDBPyConnection, name: str, columns: list[tuple[str, str]]) -> str:
+    """``CREATE TABLE name(column TYPE, ...);`` spelt by DuckDB itself: an empty table of these columns made in the
+    in-memory ``scratch`` connection (then dropped), whose ``duckdb_tables()`` text quotes names and writes types as
+    DuckDB's CLI does (``"name" VARCHAR``, ``STRUCT(x INTEGER)[]``), where a hand-written quoting rule would miss
+    keywords."""
+    listed = ", ".join(f"{_quoted(column)} {kind}" for column, kind in columns)
+    scratch.execute(f"CREATE OR REPLACE TABLE {_quoted(name)}({listed})")
+    ((sql,),) = scratch.execute("SELECT sql FROM duckdb_tables() WHERE table_name = $n", {"n": name}).fetchall()
+    scratch.execute(f"DROP TABLE {_quoted(name)}")
+    return str(sql)
 
 
 def _table_names() -> set[str]:
