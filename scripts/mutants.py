@@ -1263,6 +1263,30 @@ MUTANTS: list[Mutant] = [
         "tp.kernels(layer) takes the layer's subtree by default, as nsys projects a range onto what runs inside it",
         ("tests/test_api_questions.py",),
     ),
+    Mutant(
+        "one_shot_prints_the_last_result",
+        "pipeline/analyze_cli.py",
+        "    for statement in statements:\n        try:",
+        "    for statement in statements[-1:]:\n        try:",
+        "tracepipe sql prints every statement's result in order, as DuckDB's CLI does",
+        ("tests/test_cli_surface.py::test_sql_prints_every_statements_result_in_order",),
+    ),
+    Mutant(
+        "schema_prints_columns",
+        "pipeline/analyze/shell.py",
+        'self.say("\\n".join(self.ddl(name, scratch) for name in names))',
+        "self.describe(names[0])",
+        ".schema prints the CREATE statement of each table and view, as DuckDB's CLI does",
+        ("tests/test_shell.py",),
+    ),
+    Mutant(
+        "findings_twice_on_one_trace",
+        "pipeline/report/build.py",
+        "if mine.height == self.findings.height:",
+        "if False:",
+        "a one-trace report shows its findings once: the trace's section links to the opening table",
+        ("tests/test_report_glance.py",),
+    ),
 ]
 
 
