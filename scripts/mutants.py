@@ -1287,6 +1287,22 @@ MUTANTS: list[Mutant] = [
         "a one-trace report shows its findings once: the trace's section links to the opening table",
         ("tests/test_report_glance.py",),
     ),
+    Mutant(
+        "pivot_around_a_copy",
+        "pipeline/analyze/readonly.py",
+        '{"alter", "attach", "checkpoint", "copy", "create",',
+        '{"alter", "attach", "checkpoint", "create",',
+        "a PIVOT (a MULTI statement) runs only where no writing word wraps it: COPY (PIVOT ...) TO is refused",
+        ("tests/test_api.py::test_the_read_only_connection_itself_refuses_writes_inside_the_folder",),
+    ),
+    Mutant(
+        "pivot_prints_nothing",
+        "pipeline/analyze/shell.py",
+        "        duckdb.StatementType.MULTI,\n    }",
+        "    }",
+        "a PIVOT's rows are printed as a SELECT's",
+        ("tests/test_cli_surface.py::test_sql_runs_a_pivot_and_a_session_variable",),
+    ),
 ]
 
 

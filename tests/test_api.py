@@ -66,6 +66,10 @@ def test_the_read_only_connection_itself_refuses_writes_inside_the_folder(
         f"SELECT 1; COPY kernels TO '{data}/kernels/extra.parquet'",  # a write behind a query
         f"ATTACH '{data}/db.duckdb' AS d",
         f"EXPORT DATABASE '{data}/export'",
+        # a PIVOT is a MULTI statement (DuckDB looks its columns up first): a write around it is still one
+        f"COPY (PIVOT kernels ON stream_id USING count(*)) TO '{data}/pivot.csv'",
+        "CREATE TABLE pivoted AS PIVOT kernels ON stream_id USING count(*)",
+        "SET threads = 1",  # a SET of a setting; SET VARIABLE runs (below)
     ]
     con = connect(data, read_only=True)
     (n,) = sqlite3.connect(nsys_sqlite).execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
@@ -91,6 +95,12 @@ def test_the_read_only_connection_itself_refuses_writes_inside_the_folder(
     assert con.sql("SELECT count(*) FROM kernel_layers").fetchall() == [(n,)]
     assert con.cursor().execute("SELECT count(*) FROM kernels").fetchall() == [(n,)]
     assert con.execute("CREATE TEMP TABLE t AS SELECT 1 AS x").execute("SELECT x FROM t").fetchall() == [(1,)]
+    # a PIVOT query and a session variable only read: they run, as in DuckDB
+    by_stream = dict(con.sql("SELECT stream_id, count(*) FROM kernels GROUP BY ALL").fetchall())
+    pivoted = con.sql("PIVOT (SELECT stream_id FROM kernels) ON stream_id USING count(*)")
+    (row,) = pivoted.fetchall()
+    assert dict(zip(map(int, pivoted.columns), row, strict=True)) == by_stream and sum(by_stream.values()) == n
+    assert con.execute("SET VARIABLE k = 7").execute("SELECT getvariable('k')").fetchall() == [(7,)]
 
 
 def test_connect_takes_a_str_and_refuses_a_folder_that_is_not_normalized(tmp_path: Path, nsys_out: Path) -> None:

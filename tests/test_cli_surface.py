@@ -273,6 +273,19 @@ def test_sql_stops_at_the_first_failing_statement(nsys_out: Path) -> None:
         assert said in one_line_error(r, 2) and r.stdout == ""
 
 
+def test_sql_runs_a_pivot_and_a_session_variable(nsys_out: Path, nsys_sqlite: Path) -> None:
+    # DuckDB makes a PIVOT without an IN list a MULTI statement and SET VARIABLE a SET: both only read, both run
+    raw = dict(
+        sqlite3.connect(nsys_sqlite).execute("SELECT streamId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1")
+    )
+    r = tp("sql", nsys_out, "PIVOT (SELECT stream_id FROM kernels) ON stream_id USING count(*)", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    (row,) = csv.DictReader(io.StringIO(r.stdout))
+    assert {int(k): int(v) for k, v in row.items()} == raw
+    r = tp("sql", nsys_out, "SET VARIABLE n = 33; SELECT getvariable('n') * 2 AS twice", "--format", "csv")
+    assert r.returncode == 0 and r.stdout == "twice\n66\n", (r.stdout, r.stderr)
+
+
 def test_sql_output_file_takes_one_result(nsys_out: Path, tmp_path: Path) -> None:
     # one file holds one table: two results to -o are refused before anything runs, naming the fix
     target = tmp_path / "two.parquet"

@@ -36,6 +36,15 @@ READ_ONLY_STATEMENTS = frozenset(
 )
 
 
+#: Keywords of a statement that writes or changes the database. A MULTI statement is what DuckDB makes of a PIVOT
+#: whose columns it must look up first (an ENUM type of them, then the statement itself): a query, unless one of
+#: these words makes the statement around it a write (``COPY (PIVOT ...) TO``, ``CREATE TABLE t AS PIVOT ...``).
+WRITING_WORDS = frozenset(
+    {"alter", "attach", "checkpoint", "copy", "create", "delete", "detach", "drop", "export", "import", "insert",
+     "install", "load", "merge", "set", "update", "vacuum"}
+)  # fmt: skip
+
+
 class ReadOnlyError(duckdb.PermissionException):
     """A statement ``tracepipe sql`` does not run because it could write."""
 
@@ -44,10 +53,31 @@ def reading_statements(query: str | duckdb.Statement) -> list[duckdb.Statement]:
     """The statements of ``query``; ReadOnlyError, before any runs, when one of them could write."""
     statements = [query] if isinstance(query, duckdb.Statement) else duckdb.extract_statements(query)
     for st in statements:
-        if st.type not in READ_ONLY_STATEMENTS:
+        if st.type not in READ_ONLY_STATEMENTS and not _reads_all_the_same(st):
             kind = st.type.name.replace("_", " ")
             raise ReadOnlyError(f"{kind} statements are not allowed: tracepipe's connections are read-only")
     return statements
+
+
+def _reads_all_the_same(st: duckdb.Statement) -> bool:
+    """A statement whose type says less than its words: a PIVOT query (MULTI: :data:`WRITING_WORDS`), or
+    ``SET VARIABLE`` (a SET in DuckDB 2.0's Python API, where a setting's SET is one too): a session variable."""
+    words = _keywords(st.query)
+    if st.type == duckdb.StatementType.MULTI:
+        return {"pivot", "unpivot"} & set(words) != set() and not WRITING_WORDS & set(words)
+    return st.type == duckdb.StatementType.SET and words[:2] == ["set", "variable"]
+
+
+def _keywords(text: str) -> list[str]:
+    """The keywords of ``text`` in order, lower case, as DuckDB's tokenizer finds them (not inside strings, quoted
+    names or comments)."""
+    tokens = duckdb.tokenize(text)
+    ends = [start for start, _ in tokens[1:]] + [len(text)]
+    return [
+        text[start:end].strip().lower()
+        for (start, kind), end in zip(tokens, ends, strict=True)
+        if kind == duckdb.token_type.keyword
+    ]
 
 
 def named_relations(query: str) -> set[str] | None:

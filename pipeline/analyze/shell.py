@@ -49,8 +49,15 @@ MAX_ROWS = 2**63 - 1
 #: Statements whose rows are an answer to print, as DuckDB's CLI prints them. CREATE, DROP and the like print nothing
 #: there, where DuckDB's Python API hands back a one-row ``Count`` or an empty ``Success`` table for them: printed,
 #: ``CREATE TEMP TABLE t AS ...; SELECT n FROM t`` would show a ``Count`` the user never asked for.
+#: MULTI: a PIVOT query, the one kind of them ``readonly.reading_statements`` lets run.
 RESULT_STATEMENTS = frozenset(
-    {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL}
+    {
+        duckdb.StatementType.SELECT,
+        duckdb.StatementType.EXPLAIN,
+        duckdb.StatementType.PRAGMA,
+        duckdb.StatementType.CALL,
+        duckdb.StatementType.MULTI,
+    }
 )
 HISTORY_ENV = "TRACEPIPE_HISTORY"
 DEFAULT_HISTORY = Path("~/.tracepipe_history")
