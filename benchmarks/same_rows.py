@@ -32,7 +32,7 @@ def connect_with_inputs(normalized: Path, written: Path, view: str):  # type: ig
     for v in an.needed_views([view]):
         if v == view:
             break
-        con.execute(f"CREATE OR REPLACE VIEW {v} AS {an._body(files[v])}")
+        con.execute(f"CREATE OR REPLACE VIEW {v} AS {an.view_body(files[v])}")
         path = written / f"{v}.parquet"
         if not path.exists():
             path = scratch / f"{v}.parquet"
@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument("normalized", type=Path, nargs="+")
     ap.add_argument("--written", type=Path)
     args = ap.parse_args()
-    a_sql, b_sql = an._body(an.view_files()[args.view]), an._body(args.other)
+    a_sql, b_sql = an.view_body(an.view_files()[args.view]), an.view_body(args.other)
     differ = False
     for folder in args.normalized:
         con = connect_with_inputs(folder, args.written, args.view) if args.written else an.connect(folder)

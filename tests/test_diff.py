@@ -236,12 +236,12 @@ def test_report_diff_section(nsys_out: Path, nsys_sqlite: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize("name", ["layer_diff_side", "layer_diff"])
 def test_compare_view_headers_list_what_they_read(name: str) -> None:
-    from pipeline.analyze import _body, view_inputs
+    from pipeline.analyze import view_body, view_inputs
     from pipeline.report.diff import COMPARE_DIR
     from tests.test_sql_headers import tables_read
 
     path = COMPARE_DIR / f"{name}.sql"
-    assert set(view_inputs(path)) == tables_read(_body(path)) and path.read_text().startswith(f"-- {name}: ")
+    assert set(view_inputs(path)) == tables_read(view_body(path)) and path.read_text().startswith(f"-- {name}: ")
 
 
 def test_a_normalized_side_computes_the_views_two_of_its_views_read_once(

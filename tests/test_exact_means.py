@@ -10,7 +10,7 @@ from fractions import Fraction
 import duckdb
 import pyarrow as pa
 
-from pipeline.analyze import SQL_DIR, _body
+from pipeline.analyze import SQL_DIR, view_body
 
 MEANS = ["theoretical_occupancy_pct", "est_achieved_occupancy_pct", "waves_per_sm", "tail_fill_pct"]
 
@@ -48,7 +48,7 @@ def _summary(tables: dict[str, pa.Table], threads: int) -> dict[str, tuple[float
     con = duckdb.connect(config={"threads": str(threads)})
     for name, table in tables.items():
         con.register(name, table)
-    body = _body(SQL_DIR / "layer_kernel_summary.sql")
+    body = view_body(SQL_DIR / "layer_kernel_summary.sql")
     rows = con.execute(f"SELECT path, {', '.join(MEANS)} FROM ({body})").fetchall()
     return {path: tuple(rest) for path, *rest in rows}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.analyze import _body, connect, view_files
+from pipeline.analyze import connect, view_body, view_files
 from tests.hand_trace import HandTrace
 
 XMMA_TF32 = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32_stage5_execute_kernel"
@@ -262,7 +262,7 @@ def slow_backward(tmp: Path, layer_summary: list[dict], kernel_layers: list[dict
     for name, data in hand.items():
         con.register(f"_hand_{name}", pa.Table.from_pylist(data))
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM _hand_{name}")
-    con.execute(f"CREATE VIEW findings AS {_body(view_files()['findings'])}")
+    con.execute(f"CREATE VIEW findings AS {view_body(view_files()['findings'])}")
     rel = con.sql("SELECT * FROM findings WHERE rule = 'slow_backward' ORDER BY path")
     return [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
 

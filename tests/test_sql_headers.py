@@ -18,9 +18,9 @@ import duckdb
 import pytest
 
 from pipeline.analyze import (
-    _body,
     connect,
     macro_files,
+    view_body,
     view_columns,
     view_files,
     view_inputs,
@@ -93,7 +93,7 @@ def macros_called(sql: str) -> set[str]:
 def macro_select(path: Path) -> str:
     """The SELECT of a ``CREATE OR REPLACE MACRO name(...) AS TABLE <select>`` file; of a scalar macro's
     (``... AS <expression>``), ``SELECT <expression>``."""
-    body = _body(path)
+    body = view_body(path)
     if len(parts := re.split(r"\bAS\s+TABLE\b", body, maxsplit=1, flags=re.IGNORECASE)) == 2:
         return parts[1]
     return "SELECT " + re.split(r"\)\s+AS\s+", body, maxsplit=1, flags=re.IGNORECASE)[1]
@@ -102,19 +102,19 @@ def macro_select(path: Path) -> str:
 @pytest.mark.parametrize("name", sorted(view_files()))
 def test_header_lists_exactly_what_the_view_reads(name: str) -> None:
     path = view_files()[name]
-    assert set(view_inputs(path)) == tables_read(_body(path))
+    assert set(view_inputs(path)) == tables_read(view_body(path))
 
 
 @pytest.mark.parametrize("name", sorted(view_files()))
 def test_header_lists_exactly_the_macros_the_view_calls(name: str) -> None:
     path = view_files()[name]
-    assert set(view_macros(path)) == macros_called(_body(path))
+    assert set(view_macros(path)) == macros_called(view_body(path))
 
 
 @pytest.mark.parametrize("name", sorted(macro_files()))
 def test_macro_header_lists_exactly_the_tables_it_reads_by_name(name: str) -> None:
     path = macro_files()[name]
-    assert re.search(rf"^CREATE OR REPLACE MACRO {name}\(", _body(path), flags=re.MULTILINE)
+    assert re.search(rf"^CREATE OR REPLACE MACRO {name}\(", view_body(path), flags=re.MULTILINE)
     assert set(view_inputs(path)) == parsed(macro_select(path)).tables - parsed(macro_select(path)).ctes
 
 
@@ -161,11 +161,11 @@ def described(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
     folder = write(tmp_path_factory.mktemp("empty"), "empty.nsys")
     con = connect(folder)
     out = {name: con.execute(f"DESCRIBE {name}").fetchall() for name in view_files()}
-    con.execute(f"CREATE TEMP TABLE diff_side AS {_body(COMPARE['layer_diff_side'])}")
+    con.execute(f"CREATE TEMP TABLE diff_side AS {view_body(COMPARE['layer_diff_side'])}")
     con.execute("CREATE TEMP TABLE diff_a AS SELECT * FROM diff_side")
     con.execute("CREATE TEMP TABLE diff_b AS SELECT * FROM diff_side")
     for name, path in COMPARE.items():
-        out[f"compare/{name}"] = con.execute(f"DESCRIBE {_body(path).replace('?', '2')}").fetchall()
+        out[f"compare/{name}"] = con.execute(f"DESCRIBE {view_body(path).replace('?', '2')}").fetchall()
     return {name: [(c[0], c[1]) for c in cols] for name, cols in out.items()}
 
 

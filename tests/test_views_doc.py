@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from pipeline.analyze.graph import REGENERATE, as_markdown, read_graph
-from pipeline.analyze.views import _body, view_files
+from pipeline.analyze.views import view_body, view_files
 from pipeline.cli import main
 from tests.conftest import ROOT
 from tests.test_sql_headers import tables_read
@@ -23,7 +23,7 @@ DOC = ROOT / "docs" / "views.md"
 def parse_tree_edges(sql_dir: Path | None = None) -> set[tuple[str, str]]:
     """(input, view) for every name each view's body reads, per DuckDB's parser."""
     files = view_files(sql_dir) if sql_dir else view_files()
-    return {(name, view) for view, path in files.items() for name in tables_read(_body(path))}
+    return {(name, view) for view, path in files.items() for name in tables_read(view_body(path))}
 
 
 def views_output(*args: str) -> str:

@@ -26,10 +26,10 @@ import pyarrow as pa
 from pipeline.analyze.scratch import copy_view, read_back
 from pipeline.analyze.views import (
     ON_REQUEST,
-    _body,
     computed_once,
     macro_files,
     needed_views,
+    view_body,
     view_files,
     view_macros,
     view_order,
@@ -152,7 +152,7 @@ def create_macros(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR, names
     as creating a view binds its body, and after the tables a macro reads by name (creating it binds its body)."""
     for name, path in macro_files(sql_dir).items():
         if names is None or name in names:
-            con.execute(_body(path))
+            con.execute(view_body(path))
 
 
 def create_views(
@@ -189,7 +189,7 @@ def create_views(
         # Views written only on request expand to many rows (kernels x SMs): never computed unasked.
         # (a shared one is computed by the statement anyway: once into a table rather than in each reader)
         as_table = (materialize and ON_REQUEST not in files[name].read_text()) or (name in tables and scratch is None)
-        body = _body(files[name])
+        body = view_body(files[name])
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS\n{body}" if as_table else view_sql(name, body))
         if name in tables and scratch is not None:
             parquet = scratch / f"{name}.parquet"

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.analyze.readonly import read_only_query, reading_statements
-from pipeline.analyze.views import _body, view_files
+from pipeline.analyze.views import view_body, view_files
 from pipeline.catalog import descriptions, is_public
 from pipeline.errors import EXIT_BAD_INPUT, OutputError
 from pipeline.outputs import check_new_file, is_normalized, writing
@@ -371,7 +371,7 @@ class Shell:
         absolute paths). Anything else (a user's ``CREATE TEMP VIEW``) is DuckDB's own text."""
         files = view_files()
         if name in files and self.normalized is not None and is_normalized(self.normalized):
-            body = _body(files[name])
+            body = view_body(files[name])
             # a body ending in a comment would comment out a ';' put on its last line
             return f"CREATE VIEW {name} AS\n{body}{chr(10) if '--' in body.splitlines()[-1] else ''};"
         if name in descriptions():

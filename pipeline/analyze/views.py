@@ -55,7 +55,7 @@ def default_views(sql_dir: Path = SQL_DIR) -> list[str]:
     ]
 
 
-def _body(path: Path) -> str:
+def view_body(path: Path) -> str:
     """The SELECT of a view file, its header comment kept (DuckDB reads it as a comment; write_views reads its
     ``-- analyze:`` lines there), any trailing ';' removed."""
     return path.read_text().strip().rstrip(";")

@@ -17,7 +17,7 @@ import duckdb
 
 from pipeline.analyze.engine import cursor_of, defined_views, memory_limit, set_memory_limit, table_rows
 from pipeline.analyze.scratch import copy_view, read_back
-from pipeline.analyze.views import SPILLS, _body, computed_once, needed_views, view_files, view_inputs
+from pipeline.analyze.views import SPILLS, computed_once, needed_views, view_body, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
 from pipeline.lean import cores, threads_within
 from pipeline.outputs import output_folder
@@ -125,7 +125,7 @@ def write_views(
     limits = _Limits(con)
     try:
         for view in order:
-            sql = _body(files[view])
+            sql = view_body(files[view])
             if view not in to_write:  # read by one view only: stays SQL, inlined there
                 if view not in have:
                     con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
@@ -160,7 +160,7 @@ def write_views(
     finally:
         limits.set(spills=False)
         for view, path in scratch.items():  # back to its SQL: the connection stays usable
-            con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{_body(files[view])}")
+            con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{view_body(files[view])}")
             path.unlink(missing_ok=True)
     return rows
 
@@ -246,7 +246,7 @@ def _write_in_memory_concurrently(
         return local.con
 
     def compute(view: str) -> int | None:
-        cur, sql = cursor(), _body(files[view])
+        cur, sql = cursor(), view_body(files[view])
         if view not in to_write:  # read by one view only: stays SQL, inlined there
             cur.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
             return None
