@@ -1303,6 +1303,14 @@ MUTANTS: list[Mutant] = [
         "a PIVOT's rows are printed as a SELECT's",
         ("tests/test_cli_surface.py::test_sql_runs_a_pivot_and_a_session_variable",),
     ),
+    Mutant(
+        "start_end_range_ended_elsewhere",
+        "sql/_point_ranges.sql",
+        "AND r.kind = 'start_end' AND r.end_tid = r.tid AND",
+        "AND r.kind = 'start_end' AND",
+        "a start/end range ended on another thread holds no GPU work (nsys's nvtx_kern_sum reads none of them)",
+        ("tests/test_attribution.py::test_start_end_range_ending_on_another_thread",),
+    ),
 ]
 
 

@@ -14,7 +14,8 @@
 -- an instant is the thread's timeline segment holding it (_range_segments: [p, next p), or the last one, from p
 -- on), found by an equality join on time buckets (interval_at).  Start/end ranges may overlap, so they are a
 -- fallback, found by a range join on the (few) of them: the latest started that holds the instant, its end
--- included.
+-- included.  A start/end range ended on another thread is no thread's (nsys's nvtx_kern_sum and nvtx_gpu_proj_sum
+-- keep only start/end ranges without an endGlobalTid): no GPU work is attributed to it.
 WITH lp AS MATERIALIZED (   -- distinct launch points
     SELECT DISTINCT trace_id, launch_pid AS pid, launch_tid AS tid, launch_start_ns AS t
     FROM gpu_op_launches WHERE launch_start_ns IS NOT NULL
@@ -46,7 +47,7 @@ start_end AS (
     SELECT q.trace_id, q.pid, q.tid, q.t, arg_max(r.range_id, r.start_ns) AS range_id
     FROM q JOIN nvtx_ranges r
       ON r.trace_id = q.trace_id AND r.pid = q.pid AND r.tid = q.tid
-     AND r.kind = 'start_end' AND r.start_ns <= q.t AND q.t <= r.end_ns
+     AND r.kind = 'start_end' AND r.end_tid = r.tid AND r.start_ns <= q.t AND q.t <= r.end_ns
     GROUP BY ALL
 )
 SELECT i.trace_id, i.pid, i.tid, i.t, i.is_launch, coalesce(i.range_id, se.range_id) AS range_id

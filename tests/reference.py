@@ -2,7 +2,8 @@
 
 Used to check the SQL views on real traces and on random ones (hypothesis). It states nsys's projection
 rule directly: a kernel belongs to the ranges on its launching thread that enclose the launch call's start
-(closed interval); the innermost is the one that started last (on a tie, the one nested deeper).
+(closed interval); the innermost is the one that started last (on a tie, the one nested deeper). A start/end range
+ended on another thread holds none (nsys's nvtx_kern_sum reads only start/end ranges without an endGlobalTid).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class Range:
     start: int
     end: int
     text: str
+    end_tid: int | None = None  # a start/end range ended on another thread: nsys attributes nothing to it
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def innermost(kernels: list[Kernel], calls: list[Call], ranges: list[Range]) -> 
             continue
         enclosing = [r for r in ranges if r.pid == c.pid and r.tid == c.tid and r.start <= c.start <= r.end]
         pushed = [r for r in enclosing if r.kind == "push_pop"]
-        pool = pushed or [r for r in enclosing if r.kind == "start_end"]
+        pool = pushed or [r for r in enclosing if r.kind == "start_end" and r.end_tid in (None, r.tid)]
         if not pool:
             out[k.kernel_id] = None
             continue

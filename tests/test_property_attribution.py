@@ -31,7 +31,10 @@ def traces(draw: st.DrawFn) -> tuple[list[Range], list[Call], list[Kernel]]:
             ranges.append(Range(len(ranges), "push_pop", 1, tid, start, t, text))
         if draw(st.booleans()):
             s = draw(st.integers(0, t))
-            ranges.append(Range(len(ranges), "start_end", 1, tid, s, s + draw(st.integers(0, 30)), f"se{tid}"))
+            ender = draw(st.sampled_from([tid, tid + 10]))  # ended on its own thread, or on another
+            ranges.append(
+                Range(len(ranges), "start_end", 1, tid, s, s + draw(st.integers(0, 30)), f"se{tid}", end_tid=ender)
+            )
     horizon = max([r.end for r in ranges], default=10) + 3
     calls, kernels = [], []
     for i in range(draw(st.integers(1, 30))):
@@ -55,7 +58,7 @@ def test_sql_attribution_equals_reference(trace: tuple[list[Range], list[Call], 
             "end_ns": r.end,
             "pid": r.pid,
             "tid": r.tid,
-            "end_tid": r.tid,
+            "end_tid": r.tid if r.end_tid is None else r.end_tid,
             "kind": r.kind,
         }
         for r in ranges

@@ -1,0 +1,130 @@
+"""NVTX start/end ranges and marks on a real capture (sample_traces/h100_nvtx_start_end): tracepipe's attribution
+against nsys's own reports of the same export (its `nsys stats` CSVs, committed beside it), its marks against a
+plain sqlite3 count, and ncu's Start/Stop_Range column against a plain csv reading."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+import sqlite3
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from pipeline.analyze import connect
+from pipeline.normalize import normalize_file
+from tests.conftest import SAMPLES, gunzip_to
+
+SAMPLE = SAMPLES / "h100_nvtx_start_end"
+
+
+def nsys_report(name: str) -> list[dict[str, str]]:
+    """One of the CSVs `nsys stats -f csv` wrote for the export (sample's nsys_stats/)."""
+    return list(csv.DictReader(io.StringIO((SAMPLE / "nsys_stats" / f"{name}.txt").read_text())))
+
+
+@pytest.fixture(scope="module")
+def normalized(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("start_end")
+    normalize_file(SAMPLE / "nsys.sqlite.gz", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return gunzip_to(SAMPLE / "nsys.sqlite.gz", tmp_path_factory.mktemp("raw") / "nsys.sqlite")
+
+
+def theirs(style: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """nvtx_kern_sum's (range, kernel name) -> (kernels, total ns) of one style: every range around the launch."""
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in nsys_report("nvtx_kern_sum"):
+        if r["Style"] == style:
+            key = (r["NVTX Range"].removeprefix(":"), r["Kernel Name"])  # ':' joins the (default, empty) domain
+            n, t = out.get(key, (0, 0))
+            out[key] = (n + int(r["Kern Inst"]), t + int(r["Total Time (ns)"]))
+    return out
+
+
+def test_push_pop_ranges_hold_the_kernels_nsys_projects(normalized: Path) -> None:
+    # Each kernel counts for every push/pop range of its path (nsys counts a range's kernels inclusively).
+    con = connect(normalized)
+    ours: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for path, name, ns in con.sql(
+        "SELECT path, name, duration_ns FROM kernel_layers WHERE path IS NOT NULL"
+    ).fetchall():
+        for level in path.split("/"):
+            if level in {"step", "forward", "backward", "optimizer"}:  # the start/end ones are tested below
+                ours[(level, name)][0] += 1
+                ours[(level, name)][1] += ns
+    want = theirs("PushPop")
+    assert {k: tuple(v) for k, v in ours.items()} == want
+    # step holds 33 (forward 24, backward's gradient seed 3, optimizer 3, load's 3): 33 + 24 + 3 + 3
+    assert sum(n for n, _ in want.values()) == 63
+
+
+def test_a_start_end_range_is_the_layer_where_no_push_pop_range_is(normalized: Path) -> None:
+    # between_steps (main thread) and worker_job (a second thread) hold their kernels alone: nsys's rows for them
+    # are tracepipe's layer rows. load's kernel is launched inside `step` too: the push/pop range is its layer.
+    con = connect(normalized)
+    want = theirs("StartEnd")
+    ours: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for layer, name, ns in con.sql(
+        "SELECT layer, name, duration_ns FROM kernel_layers WHERE range_kind = 'start_end'"
+    ).fetchall():
+        ours[(layer, name)][0] += 1
+        ours[(layer, name)][1] += ns
+    assert {k: tuple(v) for k, v in ours.items()} == {k: v for k, v in want.items() if k[0] != "load"}
+    assert {k[0] for k in want} == {"between_steps", "worker_job", "load"}
+    ((load_kernel, (n, ns)),) = [(k[1], v) for k, v in want.items() if k[0] == "load"]
+    got = con.sql(
+        "SELECT path, count(*), sum(duration_ns) FROM kernel_layers WHERE name = $n GROUP BY ALL",
+        params={"n": load_kernel},
+    ).fetchall()
+    assert got == [("step", n, ns)]
+
+
+def test_a_start_end_range_ended_on_another_thread_holds_nothing(normalized: Path, raw: Path) -> None:
+    # `epoch` spans every step on the main thread and ends on another: nvtx_sum lists it, nvtx_kern_sum does not
+    # (nsys reads only start/end ranges without an endGlobalTid); tracepipe gives it no kernel either.
+    db = sqlite3.connect(raw)
+    ((ended_elsewhere,),) = db.execute(
+        "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 60 AND endGlobalTid IS NOT NULL"
+    ).fetchall()
+    assert ended_elsewhere == 1
+    assert ":epoch" in {r["Range"] for r in nsys_report("nvtx_sum")}
+    assert "epoch" not in {r["NVTX Range"].removeprefix(":") for r in nsys_report("nvtx_kern_sum")}
+    con = connect(normalized)
+    assert con.sql("SELECT count(*) FROM nvtx_ranges WHERE text = 'epoch' AND end_tid <> tid").fetchall() == [(1,)]
+    assert con.sql("SELECT count(*) FROM kernel_layers WHERE layer = 'epoch'").fetchall() == [(0,)]
+    # and every kernel outside every range, nsys's rows without a range, is outside every layer here
+    outside = [r for r in nsys_report("nvtx_kern_sum") if not r["NVTX Range"]]
+    got = con.sql("SELECT count(*), sum(duration_ns) FROM kernel_layers WHERE path IS NULL").fetchall()
+    assert got == [(sum(int(r["Kern Inst"]) for r in outside), sum(int(r["Total Time (ns)"]) for r in outside))]
+
+
+def test_marks_are_the_exports_marks(normalized: Path, raw: Path) -> None:
+    db = sqlite3.connect(raw)
+    want = db.execute(
+        "SELECT coalesce(n.text, s.value), n.start FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.eventType = 34 ORDER BY n.start"
+    ).fetchall()
+    got = connect(normalized).sql("SELECT text, ts_ns FROM nvtx_marks ORDER BY ts_ns").fetchall()
+    assert got == want and [t for t, _ in got] == ["step 0 begins", "step 1 begins", "step 2 begins", "done"]
+
+
+def test_ncu_start_stop_ranges_per_launch(tmp_path: Path) -> None:
+    # ncu lists the start/end ranges open at each launch, of any thread (the autograd thread's kernels show epoch):
+    # tracepipe keeps them as written, outermost first, '/'-joined.
+    with gzip.open(SAMPLE / "ncu_raw.csv.gz", "rt") as f:
+        rows = list(csv.reader(f))
+    col = next(i for i, c in enumerate(rows[0]) if "Start/Stop_Range" in c)
+    want = Counter("/".join(re.findall(r'"\d+:<default domain>:([^:"]+):', r[col])) or None for r in rows[2:])
+    normalize_file(SAMPLE / "ncu_raw.csv.gz", tmp_path)
+    got = Counter(
+        dict(connect(tmp_path).sql("SELECT nvtx_start_end, count(*) FROM ncu_kernels GROUP BY ALL").fetchall())
+    )
+    assert got == want and want["epoch/load"] == 1 and want["worker_job"] == 3
