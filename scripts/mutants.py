@@ -1311,6 +1311,14 @@ MUTANTS: list[Mutant] = [
         "a start/end range ended on another thread holds no GPU work (nsys's nvtx_kern_sum reads none of them)",
         ("tests/test_attribution.py::test_start_end_range_ending_on_another_thread",),
     ),
+    Mutant(
+        "range_replay_called_an_old_layout",
+        "pipeline/normalize/ncu.py",
+        "if ranges and ranges == kernels.height:",
+        "if False:",
+        "a range replay's missing Grid/Block Size columns are not said to be an old ncu's layout",
+        ("tests/test_start_end_ranges.py::test_ncu_range_replay_of_a_real_capture",),
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import re
 import sqlite3
 from collections import Counter, defaultdict
@@ -128,3 +129,23 @@ def test_ncu_start_stop_ranges_per_launch(tmp_path: Path) -> None:
         dict(connect(tmp_path).sql("SELECT nvtx_start_end, count(*) FROM ncu_kernels GROUP BY ALL").fetchall())
     )
     assert got == want and want["epoch/load"] == 1 and want["worker_job"] == 3
+
+
+def test_ncu_range_replay_of_a_real_capture(tmp_path: Path) -> None:
+    # `--replay-mode app-range --nvtx-include step/forward/`: one result per range, Kernel Name `range`, and no Grid
+    # Size / Block Size columns at all in ncu 2025.3 (not an old ncu's layout: the warning says range replay alone).
+    with gzip.open(SAMPLE / "ncu_app_range_raw.csv.gz", "rt") as f:
+        header, _units, *results = list(csv.reader(f))
+    assert "Grid Size" not in header and "Block Size" not in header
+    stack, opened = (next(i for i, c in enumerate(header) if key in c) for key in ("Push/Pop", "Start/Stop"))
+    push_pop = {"/".join(re.findall(r'"<default domain>:([^:"]+):', r[stack])) for r in results}
+    start_end = {"/".join(re.findall(r'"\d+:<default domain>:([^:"]+):', r[opened])) for r in results}
+    n_metrics = len(header) - header.index("CC") - 1  # every column after CC is a metric
+    normalize_file(SAMPLE / "ncu_app_range_raw.csv.gz", tmp_path)
+    con = connect(tmp_path)
+    got = con.sql("SELECT name, nvtx_push_pop, nvtx_start_end, grid_x, block_x, stream_id FROM ncu_kernels").fetchall()
+    assert got == [("range", *push_pop, *start_end, None, None, None)] * len(results)
+    assert len(results) == 2 and push_pop == {"step/forward"} and start_end == {"epoch/load"}
+    assert con.sql("SELECT count(*) FROM ncu_metrics").fetchall() == [(len(results) * n_metrics,)]
+    ((warnings,),) = con.sql("SELECT warnings FROM trace_meta").fetchall()
+    assert [w.split(" (")[0] for w in json.loads(warnings)] == ["2 range-replay result(s)"]

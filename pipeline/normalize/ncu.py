@@ -377,13 +377,15 @@ def normalize_ncu(path: Path, writer: TraceWriter) -> dict[str, object]:
 def _layout_warnings(cols: dict[str, str | None], kernels: pl.DataFrame) -> list[str]:
     """What this export's layout leaves NULL: launch columns its version lacks, launches of range replay."""
     absent = [LAUNCH_ALIASES[c][0] for c in ("grid", "block", "device_id", "compute_capability") if cols[c] is None]
+    ranges = kernels.filter(pl.col("name") == RANGE_NAME).height
+    if ranges and ranges == kernels.height:  # range replay writes no Grid/Block Size columns at all (ncu 2025.3)
+        absent = [c for c in absent if c not in (LAUNCH_ALIASES["grid"][0], LAUNCH_ALIASES["block"][0])]
     out = []
     if absent:
         out.append(
             f"this ncu version's CSV has no {', '.join(absent)} columns (2019.5-2020.x layout): grid/block dims, "
             "device and CC are NULL; launch sizes are the Launch Statistics products in ncu_metrics"
         )
-    ranges = kernels.filter(pl.col("name") == RANGE_NAME).height
     if ranges:
         out.append(
             f"{ranges} range-replay result(s) (Kernel Name 'range': one result per NVTX/profiler range, no launch "
