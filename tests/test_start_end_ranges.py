@@ -22,9 +22,12 @@ from tests.conftest import SAMPLES, gunzip_to
 SAMPLE = SAMPLES / "h100_nvtx_start_end"
 
 
-def nsys_report(name: str) -> list[dict[str, str]]:
+LEFT_OPEN = SAMPLES / "h100_nvtx_left_open"
+
+
+def nsys_report(name: str, sample: Path = SAMPLE) -> list[dict[str, str]]:
     """One of the CSVs `nsys stats -f csv` wrote for the export (sample's nsys_stats/)."""
-    return list(csv.DictReader(io.StringIO((SAMPLE / "nsys_stats" / f"{name}.txt").read_text())))
+    return list(csv.DictReader(io.StringIO((sample / "nsys_stats" / f"{name}.txt").read_text())))
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +42,10 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return gunzip_to(SAMPLE / "nsys.sqlite.gz", tmp_path_factory.mktemp("raw") / "nsys.sqlite")
 
 
-def theirs(style: str) -> dict[tuple[str, str], tuple[int, int]]:
+def theirs(style: str, sample: Path = SAMPLE) -> dict[tuple[str, str], tuple[int, int]]:
     """nvtx_kern_sum's (range, kernel name) -> (kernels, total ns) of one style: every range around the launch."""
     out: dict[tuple[str, str], tuple[int, int]] = {}
-    for r in nsys_report("nvtx_kern_sum"):
+    for r in nsys_report("nvtx_kern_sum", sample):
         if r["Style"] == style:
             key = (r["NVTX Range"].removeprefix(":"), r["Kernel Name"])  # ':' joins the (default, empty) domain
             n, t = out.get(key, (0, 0))
@@ -50,21 +53,48 @@ def theirs(style: str) -> dict[tuple[str, str], tuple[int, int]]:
     return out
 
 
-def test_push_pop_ranges_hold_the_kernels_nsys_projects(normalized: Path) -> None:
-    # Each kernel counts for every push/pop range of its path (nsys counts a range's kernels inclusively).
-    con = connect(normalized)
+def push_pop_kernels(normalized: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    """tracepipe's (push/pop range, kernel name) -> (kernels, total ns): each kernel counted for every range of its
+    path, as nsys counts a range's kernels inclusively. A kernel whose layer is a start/end range has that range's
+    text for a path: those are compared with nsys's StartEnd rows apart."""
     ours: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for path, name, ns in con.sql(
-        "SELECT path, name, duration_ns FROM kernel_layers WHERE path IS NOT NULL"
-    ).fetchall():
+    rows = connect(normalized).sql(
+        "SELECT path, name, duration_ns FROM kernel_layers WHERE path IS NOT NULL AND range_kind = 'push_pop'"
+    )
+    for path, name, ns in rows.fetchall():
         for level in path.split("/"):
-            if level in {"step", "forward", "backward", "optimizer"}:  # the start/end ones are tested below
-                ours[(level, name)][0] += 1
-                ours[(level, name)][1] += ns
+            ours[(level, name)][0] += 1
+            ours[(level, name)][1] += ns
+    return {k: (n, t) for k, (n, t) in ours.items()}
+
+
+def test_push_pop_ranges_hold_the_kernels_nsys_projects(normalized: Path) -> None:
     want = theirs("PushPop")
-    assert {k: tuple(v) for k, v in ours.items()} == want
+    assert push_pop_kernels(normalized) == want
     # step holds 33 (forward 24, backward's gradient seed 3, optimizer 3, load's 3): 33 + 24 + 3 + 3
     assert sum(n for n, _ in want.values()) == 63
+
+
+def test_ranges_left_open_at_exit_hold_what_nsys_counts(tmp_path: Path) -> None:
+    # `train` (push/pop) and `session` (start/end) are never ended: nsys ends them at the session's last NVTX
+    # timestamp in the export, and counts the two steps and the two kernels after them for both.
+    raw = gunzip_to(LEFT_OPEN / "nsys.sqlite.gz", tmp_path / "raw.sqlite")
+    ends = dict(
+        sqlite3.connect(raw).execute(
+            'SELECT coalesce(n.text, s.value), n."end" FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId '
+            "WHERE n.eventType IN (59, 60) AND coalesce(n.text, s.value) IN ('train', 'session')"
+        )
+    )
+    ((last,),) = sqlite3.connect(raw).execute('SELECT max(max(start), max("end")) FROM NVTX_EVENTS').fetchall()
+    assert ends == {"train": last, "session": last}
+    normalize_file(raw, tmp_path / "n", "left_open.nsys")
+    want = theirs("PushPop", LEFT_OPEN)
+    assert push_pop_kernels(tmp_path / "n") == want
+    assert sum(n for (text, _), (n, _) in want.items() if text == "train") == 14  # 2 steps x 6 kernels, then 2
+    # session, a start/end range, is no kernel's layer: the push/pop train holds every kernel it holds
+    assert sum(n for n, _ in theirs("StartEnd", LEFT_OPEN).values()) == 14
+    con = connect(tmp_path / "n")
+    assert con.sql("SELECT count(*) FROM kernel_layers WHERE range_kind = 'start_end'").fetchall() == [(0,)]
 
 
 def test_a_start_end_range_is_the_layer_where_no_push_pop_range_is(normalized: Path) -> None:
