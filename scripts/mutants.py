@@ -1319,6 +1319,14 @@ MUTANTS: list[Mutant] = [
         "a range replay's missing Grid/Block Size columns are not said to be an old ncu's layout",
         ("tests/test_start_end_ranges.py::test_ncu_range_replay_of_a_real_capture",),
     ),
+    Mutant(
+        "unended_ranges_dropped",
+        "pipeline/normalize/nsys.py",
+        "    WHERE n.eventType IN ({kinds})\n",
+        '    WHERE n.eventType IN ({kinds}) AND n."end" IS NOT NULL\n',
+        "a range the capture stopped inside (NULL end) lasts to the last NVTX timestamp, as nsys's reports read it",
+        ("tests/test_start_end_ranges.py::test_a_range_the_capture_stopped_inside_lasts_to_the_last_nvtx_timestamp",),
+    ),
 ]
 
 

@@ -179,3 +179,35 @@ def test_ncu_range_replay_of_a_real_capture(tmp_path: Path) -> None:
     assert con.sql("SELECT count(*) FROM ncu_metrics").fetchall() == [(len(results) * n_metrics,)]
     ((warnings,),) = con.sql("SELECT warnings FROM trace_meta").fetchall()
     assert [w.split(" (")[0] for w in json.loads(warnings)] == ["2 range-replay result(s)"]
+
+
+def test_a_range_the_capture_stopped_inside_lasts_to_the_last_nvtx_timestamp(tmp_path: Path) -> None:
+    # The capture stopped inside `train` and `session` (nsys stores their end as NULL): the real left-open export with
+    # both ends cleared. nsys's reports read such a range to the last NVTX timestamp (nvtx_kern_sum:
+    # ifnull(end, max(max(start), max(end)) of NVTX_EVENTS)); worked out here in plain sqlite3, train now ends at
+    # the second step's pop, so it holds the two steps' 12 kernels and not the 2 launched after them.
+    raw = gunzip_to(LEFT_OPEN / "nsys.sqlite.gz", tmp_path / "cut.sqlite")
+    db = sqlite3.connect(raw)
+    text = "coalesce(n.text, (SELECT value FROM StringIds s WHERE s.id = n.textId))"
+    db.execute(f"UPDATE NVTX_EVENTS AS n SET \"end\" = NULL WHERE {text} IN ('train', 'session')")
+    db.commit()
+    ((start, last),) = db.execute(
+        f'SELECT n.start, (SELECT max(max(start), max("end")) FROM NVTX_EVENTS) FROM NVTX_EVENTS n '
+        f"WHERE {text} = 'train'"
+    ).fetchall()
+    ((n, ns),) = db.execute(
+        'SELECT count(*), sum(k."end" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k '
+        'JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId) WHERE r.start >= ? AND r."end" <= ?',
+        (start, last),
+    ).fetchall()
+    assert n == 12
+    normalize_file(raw, tmp_path / "n", "cut.nsys")
+    con = connect(tmp_path / "n")
+    got = con.sql("SELECT count(*), sum(duration_ns) FROM kernel_layers WHERE path LIKE 'train%'").fetchall()
+    assert got == [(n, ns)]
+    assert con.sql("SELECT text, end_ns FROM nvtx_ranges WHERE text IN ('train', 'session') ORDER BY 1").fetchall() == [
+        ("session", last),
+        ("train", last),
+    ]
+    ((warnings,),) = con.sql("SELECT warnings FROM trace_meta").fetchall()
+    assert any(w.startswith("2 NVTX range(s) never ended") for w in json.loads(warnings))

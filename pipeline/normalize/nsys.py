@@ -91,17 +91,20 @@ def nvtx_ranges_sql(db: Sqlite) -> str | None:
     c = lambda name: db.col("NVTX_EVENTS", "n", name)  # noqa: E731
     end_tid = TID.format(col="n.endGlobalTid") if "endGlobalTid" in db.columns("NVTX_EVENTS") else "NULL"
     kinds = ", ".join(map(str, PUSH_POP + START_END))
+    # A range the capture stopped inside has no end: it lasts to the last NVTX timestamp, as nsys's own reports
+    # read it (nvtx_kern_sum, nvtx_sum: ifnull(end, max(max(start), max(end)) of NVTX_EVENTS)).
+    end = 'coalesce(n."end", (SELECT max(max(start), max("end")) FROM NVTX_EVENTS))'
     return f"""
-    SELECT row_number() OVER (ORDER BY n.start, n."end" DESC, n.rowid) - 1 AS range_id,
+    SELECT row_number() OVER (ORDER BY n.start, {end} DESC, n.rowid) - 1 AS range_id,
            CASE WHEN n.eventType IN {PUSH_POP} THEN 'push_pop' ELSE 'start_end' END AS kind,
            'nvtx' AS source, {_nvtx_domain(db)} AS domain, {_nvtx_text(db)} AS text,
            {c("category")} AS category, {c("color")} AS color,
-           n.start AS start_ns, n."end" AS end_ns, n."end" - n.start AS duration_ns,
+           n.start AS start_ns, {end} AS end_ns, {end} - n.start AS duration_ns,
            {PID.format(col="n.globalTid")} AS pid, {TID.format(col="n.globalTid")} AS tid,
            coalesce({end_tid}, {TID.format(col="n.globalTid")}) AS end_tid
     FROM NVTX_EVENTS n
-    WHERE n.eventType IN ({kinds}) AND n."end" IS NOT NULL
-    ORDER BY n.start, n."end" DESC, n.rowid
+    WHERE n.eventType IN ({kinds})
+    ORDER BY n.start, {end} DESC, n.rowid
     """
 
 
@@ -250,12 +253,15 @@ def _missing_columns(db: Sqlite) -> list[str]:
 
 
 def _unended_ranges(db: Sqlite) -> list[str]:
-    """nsys stores a push without its pop (the capture stopped inside the range) with a NULL end."""
+    """nsys stores a push without its pop (the capture stopped inside the range) with a NULL end; such a range
+    lasts to the last NVTX timestamp (:func:`nvtx_ranges_sql`). A range still open when the program ends is not
+    one: nsys ends it itself (sample_traces/h100_nvtx_left_open)."""
     if "NVTX_EVENTS" not in db.usable:
         return []
     kinds = ", ".join(map(str, PUSH_POP + START_END))
     n = db.column(f'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN ({kinds}) AND "end" IS NULL')[0]
-    return [f"{n} NVTX ranges never ended (push without pop, or start without end): dropped"] if n else []
+    said = "each lasts to the last NVTX timestamp, as nsys's own reports read them"
+    return [f"{n} NVTX range(s) never ended (the capture stopped inside them): {said}"] if n else []
 
 
 class _OutOfOrder(Exception):
