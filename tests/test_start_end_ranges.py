@@ -1,6 +1,7 @@
-"""NVTX start/end ranges and marks on a real capture (sample_traces/h100_nvtx_start_end): tracepipe's attribution
-against nsys's own reports of the same export (its `nsys stats` CSVs, committed beside it), its marks against a
-plain sqlite3 count, and ncu's Start/Stop_Range column against a plain csv reading."""
+"""NVTX start/end ranges, marks and ranges left open, on real captures (sample_traces/h100_nvtx_start_end,
+h100_nvtx_left_open): tracepipe's attribution against nsys's own reports of the same export (its `nsys stats` CSVs,
+committed beside it), the marks against a plain sqlite3 count, and ncu's Start/Stop_Range column and a range
+replay against a plain csv reading."""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ from pipeline.normalize import normalize_file
 from tests.conftest import SAMPLES, gunzip_to
 
 SAMPLE = SAMPLES / "h100_nvtx_start_end"
-
-
 LEFT_OPEN = SAMPLES / "h100_nvtx_left_open"
 
 

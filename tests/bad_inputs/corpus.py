@@ -109,14 +109,15 @@ NSYS_CASES = [
         _nsys_sql("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN start TO begin_ts;"),
         error="lacks required column(s) start",
     ),
-    # The capture stopped inside two ranges: nsys stores them with a NULL end (pushes without pops).
+    # The capture stopped inside two ranges: nsys stores them with a NULL end (pushes without pops); they last to
+    # the last NVTX timestamp, as nsys's reports read them.
     Case(
         "nsys_unended_ranges.sqlite",
         _nsys_sql(
             'UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid IN (SELECT rowid FROM NVTX_EVENTS '
             "WHERE text = 'fc' LIMIT 2);"
         ),
-        warning="2 NVTX ranges never ended",
+        warning="2 NVTX range(s) never ended (the capture stopped inside them): each lasts to the last NVTX",
     ),
     Case(
         "nsys_orphan_kernels.sqlite",
