@@ -229,7 +229,8 @@ def test_a_view_that_spills_runs_under_part_of_the_memory_limit_on_big_inputs(
 
 
 def _settings(path: Path) -> tuple[str, int]:
-    return duckdb.execute("SELECT memory_limit, threads FROM read_parquet($p)", {"p": str(path)}).fetchone()
+    con = duckdb.connect()  # not the default connection: a result left half read there is every later test's
+    return con.execute("SELECT memory_limit, threads FROM read_parquet($p)", {"p": str(path)}).fetchone()
 
 
 def _settings_of(con: duckdb.DuckDBPyConnection) -> tuple[str, int]:

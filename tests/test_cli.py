@@ -169,6 +169,22 @@ def test_sql_creates_only_the_views_a_query_names(nsys_out: Path, monkeypatch: p
     assert r.exit_code == 0 and json.loads(r.output) == {"n": 33} and asked == [[], None]  # then every view
 
 
+def test_the_views_a_query_names_whatever_the_default_connection_holds() -> None:
+    # A notebook's own `duckdb.execute("BEGIN")` on DuckDB's default connection: the parser's first failed try (a
+    # statement with a parameter) aborted that transaction, every later one failed, and no view was found.
+    import duckdb
+
+    from pipeline.analyze import named_relations
+
+    made = "CREATE TEMP TABLE t AS SELECT * FROM kernel_layers k, kernel_waves w WHERE k.x = $t"
+    duckdb.execute("BEGIN")
+    try:
+        assert named_relations(made) == {"t", "kernel_layers", "kernel_waves"}
+        assert named_relations("SELECT * FROM findings") == {"findings"}
+    finally:
+        duckdb.execute("ROLLBACK")
+
+
 def test_sql_on_a_folder_that_is_not_normalized(tmp_path: Path) -> None:
     r = tp("sql", tmp_path, "SELECT 1")
     assert r.returncode == 2 and "neither a normalized folder" in r.stderr and "analysis folder" in r.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -106,15 +107,30 @@ _CATALOG = re.compile(r"duckdb_|information_schema|pg_catalog|sqlite_master|\bsh
 
 
 def _table_names(statement: str) -> set[str]:
-    """The tables ``statement`` names: ``duckdb.get_table_names``; for a statement it cannot prepare with parameters
+    """The tables ``statement`` names: ``get_table_names``; for a statement it cannot prepare with parameters
     in it (``CREATE TEMP TABLE t AS SELECT ... WHERE trace_id = $trace``: the Perfetto export's), the same with each
     parameter read as NULL (only the names are wanted); else :func:`_parsed_tables`."""
-    for text in (statement, _PARAMETER.sub("NULL", statement)):
-        try:
-            return duckdb.get_table_names(text)
-        except duckdb.Error:
-            continue
+    with _PARSER_LOCK:
+        for text in (statement, _PARAMETER.sub("NULL", statement)):
+            try:
+                return _parser().get_table_names(text)
+            except duckdb.Error:
+                continue
     return _parsed_tables(statement)
+
+
+_PARSER_LOCK = threading.Lock()
+_PARSER: list[duckdb.DuckDBPyConnection] = []
+
+
+def _parser() -> duckdb.DuckDBPyConnection:
+    """An in-memory connection of this module's own for ``get_table_names``, made once (a new one costs ~25 ms).
+    Not DuckDB's default connection (``duckdb.get_table_names``): the caller's own ``duckdb.execute("BEGIN")`` or
+    a result left half read there made the first failed try abort its transaction, and every later statement
+    failed, so that no view was found and every query created them all."""
+    if not _PARSER:
+        _PARSER.append(duckdb.connect(":memory:"))
+    return _PARSER[0]
 
 
 #: A prepared statement's parameter: ``$name``, ``$1`` or ``?``.
