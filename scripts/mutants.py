@@ -1125,9 +1125,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "api_views_all_at_connect",
-        "tracepipe/__init__.py",
-        "    return _connect(Path(folder), read_only=True, lazy=True)",
-        "    return _connect(Path(folder), read_only=True)",
+        "pipeline/analyze/engine.py",
+        "        return connect(folder, read_only=True, device=device, lazy=True)",
+        "        return connect(folder, read_only=True, device=device)",
         "the API's connection creates the views statements name as they come, not all ~46 at connect",
         ("tests/test_api.py::test_views_are_created_as_statements_name_them",),
     ),
