@@ -164,12 +164,9 @@ def steps_folded(by_path: pl.DataFrame) -> pl.DataFrame:
     """``by_path`` (path, layer, kernels, gpu_time_ns, share_pct) with a leading numbered step folded (step_prefix)
     and the rows of one folded path summed, most GPU time first: the summary's top layer is a layer over its steps
     (a PyTorch trace's `ProfilerStep#1/model/head` was the top at 16.4% where the head took 49% over three)."""
-    fold = step_prefix()
     cols = [c for c in ("kernels", "gpu_time_ns", "share_pct") if c in by_path.columns]
     return (
-        by_path.with_columns(
-            pl.col("path").str.replace(fold, "${1}*${2}"), pl.col("layer").str.replace(fold, "${1}*${2}")
-        )
+        by_path.with_columns(step_folded(pl.col("path")), step_folded(pl.col("layer")))
         .group_by("path", maintain_order=True)
         .agg(pl.col("layer").first(), *(pl.col(c).sum() for c in cols))
         .sort(["gpu_time_ns", "path"], descending=[True, False])
@@ -459,6 +456,12 @@ def _findings_html(findings: pl.DataFrame | None, with_trace: bool = True) -> st
     )
 
 
+def step_folded(text: pl.Expr) -> pl.Expr:
+    """``text`` with a leading numbered step written ``<name>*`` (``ProfilerStep#7/fc`` -> ``ProfilerStep#*/fc``), as
+    the macro of the same name folds it in SQL (:func:`step_prefix`)."""
+    return text.str.replace(step_prefix(), "${1}*${2}")
+
+
 def step_prefix() -> str:
     """The pattern of a leading numbered step range, folded to `<name>*` where a layer's steps are summed: read from
     sql/macros/step_folded.sql, the macro the findings fold paths with, so that the report folds as they do."""
@@ -505,7 +508,7 @@ def _passes_html(views: Views) -> str:
     top = (
         s.filter(pl.col("trace_id").is_in(training["trace_id"].to_list()))
         # the layer in every step as one row, as the findings fold them: ProfilerStep#7/fc -> ProfilerStep#*/fc
-        .with_columns(pl.col("path").fill_null(tables.OUTSIDE).str.replace(step_prefix(), "${1}*${2}"))
+        .with_columns(step_folded(pl.col("path").fill_null(tables.OUTSIDE)))
         .group_by("trace_id", "path")
         .agg(pl.col("gpu_time_ns").sum(), *(pl.col(c).sum() for c in cols))
         .sort(["trace_id", "gpu_time_ns", "path"], descending=[False, True, False])
