@@ -1,7 +1,7 @@
-"""NVTX start/end ranges, marks and ranges left open, on real captures (sample_traces/h100_nvtx_start_end,
-h100_nvtx_left_open): tracepipe's attribution against nsys's own reports of the same export (its `nsys stats` CSVs,
-committed beside it), the marks against a plain sqlite3 count, and ncu's Start/Stop_Range column and a range
-replay against a plain csv reading."""
+"""NVTX start/end ranges, marks, ranges left open and ranges a capture stopped inside, on real captures
+(sample_traces/h100_nvtx_start_end, h100_nvtx_left_open, h100_nvtx_capture_range): tracepipe's attribution against
+nsys's own reports of the same export (its `nsys stats` CSVs, committed beside it), the marks against a plain sqlite3
+count, and ncu's Start/Stop_Range column and a range replay against a plain csv reading."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tests.conftest import SAMPLES, gunzip_to
 
 SAMPLE = SAMPLES / "h100_nvtx_start_end"
 LEFT_OPEN = SAMPLES / "h100_nvtx_left_open"
+CAPTURE_RANGE = SAMPLES / "h100_nvtx_capture_range"
 
 
 def nsys_report(name: str, sample: Path = SAMPLE) -> list[dict[str, str]]:
@@ -94,6 +95,33 @@ def test_ranges_left_open_at_exit_hold_what_nsys_counts(tmp_path: Path) -> None:
     assert sum(n for n, _ in theirs("StartEnd", LEFT_OPEN).values()) == 14
     con = connect(tmp_path / "n")
     assert con.sql("SELECT count(*) FROM kernel_layers WHERE range_kind = 'start_end'").fetchall() == [(0,)]
+
+
+def test_ranges_the_capture_stopped_inside_hold_what_nsys_counts(tmp_path: Path) -> None:
+    # cudaProfilerStop() inside the third `step` and inside `session`: nsys 2025.3 ends both at the stop (one
+    # timestamp, no NULL end); `train`, pushed before cudaProfilerStart(), is in neither the export nor a report.
+    raw = gunzip_to(CAPTURE_RANGE / "nsys.sqlite.gz", tmp_path / "raw.sqlite")
+    db = sqlite3.connect(raw)
+    rows = db.execute(
+        'SELECT coalesce(n.text, s.value), n."end" FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId '
+        "WHERE n.eventType IN (59, 60) ORDER BY n.start"
+    ).fetchall()
+    assert [text for text, _ in rows] == ["session", "step", "step", "step"]
+    assert rows[0][1] == rows[-1][1] is not None
+    ((nulls,),) = db.execute('SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND "end" IS NULL')
+    assert nulls == 0
+    assert {r["Range"] for r in nsys_report("nvtx_sum", CAPTURE_RANGE)} == {":session", ":step"}
+    normalize_file(raw, tmp_path / "n", "capture_range.nsys")
+    want = theirs("PushPop", CAPTURE_RANGE)
+    assert push_pop_kernels(tmp_path / "n") == want
+    assert sum(n for n, _ in want.values()) == 18  # 3 steps x 6 kernels
+    con = connect(tmp_path / "n")
+    # the last step's kernels, launched before the stop, are the stopped step's
+    last = con.sql(
+        "SELECT count(*) FROM kernel_layers k JOIN nvtx_ranges r USING (trace_id, range_id) "
+        "WHERE r.end_ns = (SELECT max(end_ns) FROM nvtx_ranges)"
+    ).fetchall()
+    assert last == [(6,)]
 
 
 def test_a_start_end_range_is_the_layer_where_no_push_pop_range_is(normalized: Path) -> None:

@@ -91,8 +91,9 @@ def nvtx_ranges_sql(db: Sqlite) -> str | None:
     c = lambda name: db.col("NVTX_EVENTS", "n", name)  # noqa: E731
     end_tid = TID.format(col="n.endGlobalTid") if "endGlobalTid" in db.columns("NVTX_EVENTS") else "NULL"
     kinds = ", ".join(map(str, PUSH_POP + START_END))
-    # A range the capture stopped inside has no end: it lasts to the last NVTX timestamp, as nsys's own reports
-    # read it (nvtx_kern_sum, nvtx_sum: ifnull(end, max(max(start), max(end)) of NVTX_EVENTS)).
+    # A range stored without an end (the capture stopped inside it, where nsys leaves it open) lasts to the last
+    # NVTX timestamp, as nsys's own reports read it (nvtx_kern_sum, nvtx_sum: ifnull(end, max(max(start),
+    # max(end)) of NVTX_EVENTS)).
     end = 'coalesce(n."end", (SELECT max(max(start), max("end")) FROM NVTX_EVENTS))'
     return f"""
     SELECT row_number() OVER (ORDER BY n.start, {end} DESC, n.rowid) - 1 AS range_id,
@@ -253,9 +254,9 @@ def _missing_columns(db: Sqlite) -> list[str]:
 
 
 def _unended_ranges(db: Sqlite) -> list[str]:
-    """nsys stores a push without its pop (the capture stopped inside the range) with a NULL end; such a range
-    lasts to the last NVTX timestamp (:func:`nvtx_ranges_sql`). A range still open when the program ends is not
-    one: nsys ends it itself (sample_traces/h100_nvtx_left_open)."""
+    """Ranges stored with a NULL end, which nsys's own reports allow for; such a range lasts to the last NVTX
+    timestamp (:func:`nvtx_ranges_sql`). No real export seen has one: nsys 2025.3 ends a range still open when the
+    program ends (sample_traces/h100_nvtx_left_open) and one the capture stopped inside (h100_nvtx_capture_range)."""
     if "NVTX_EVENTS" not in db.usable:
         return []
     kinds = ", ".join(map(str, PUSH_POP + START_END))
