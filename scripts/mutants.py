@@ -1327,6 +1327,14 @@ MUTANTS: list[Mutant] = [
         "a range the capture stopped inside (NULL end) lasts to the last NVTX timestamp, as nsys's reports read it",
         ("tests/test_start_end_ranges.py::test_a_range_the_capture_stopped_inside_lasts_to_the_last_nvtx_timestamp",),
     ),
+    Mutant(
+        "script_exit_skips_export",
+        "pipeline/capture/runner.py",
+        "    except SystemExit as e:\n        return e.code\n",
+        "    except SystemExit:\n        raise\n",
+        "a user script ending in sys.exit(main()) still gets its trace exported, and its status is the capture's",
+        ("tests/test_capture.py::test_a_script_ending_in_sys_exit_keeps_its_trace",),
+    ),
 ]
 
 

@@ -395,3 +395,49 @@ def test_sm_counters_and_metrics_passthrough_reach_ncu(tmp_path: Path) -> None:
     assert metrics.count("dram__bytes.sum") == 1 and "no__such.sum" not in metrics
     assert "--section" in argv and "LaunchStats" in argv
     assert requested_metrics(False, ()) == list(NCU_METRICS)
+
+
+EXITING_SCRIPT = """
+import sys
+import torch
+
+
+def main():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    return STATUS
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_script_ending_in_sys_exit_keeps_its_trace(tmp_path: Path, status: int) -> None:
+    # `sys.exit(main())` raises SystemExit even on success: it skipped the trace's export, and the capture failed
+    # (exit 1, "the PyTorch profiler run failed") with nothing to read. The trace is written either way; a non-zero
+    # status is the script's, and the capture says so.
+    script = tmp_path / "train.py"
+    script.write_text(EXITING_SCRIPT.replace("STATUS", str(status)))
+    out = tmp_path / "cap"
+    args = ["capture", "torch", "--device", "cpu", "-o", str(out), "--", "python", str(script)]
+    result = CliRunner().invoke(main, args)
+    trace = json.loads((out / "torch_trace.json").read_text())
+    names = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+    # by hand: 2 steps of the root Sequential and its two children, 2 optimizer steps (and PyTorch's own ranges)
+    assert {n: names.count(n) for n in set(names)} == {
+        "model": 2, "0": 2, "1": 2, "optimizer": 2, "Optimizer.step#SGD.step": 2, "Optimizer.zero_grad#SGD.zero_grad": 2
+    }  # fmt: skip
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["measured_iters"] is None and manifest["warmup_iters"] is None  # the script ran its own steps
+    if status == 0:
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 1
+        assert "the PyTorch profiler run exited with status 3" in result.output

@@ -282,7 +282,9 @@ def capture_torch(job: Job) -> None:
     if job.script:
         trace = job.out / "torch_trace.json"
     if not run_step(job, "torch profiler", job.runner_argv("torch"), [trace]):
-        raise CaptureError("the PyTorch profiler run failed (see above)")
+        status = job.steps[-1]["returncode"]
+        said = f"exited with status {status}" if status else f"wrote no {trace.name}"
+        raise CaptureError(f"the PyTorch profiler run {said} (see above)")
 
 
 def finish(job: Job, command: list[str]) -> None:
@@ -292,9 +294,10 @@ def finish(job: Job, command: list[str]) -> None:
         model=job.model or shlex.join(job.script),
         factory_kwargs=json.loads(job.factory_kwargs) if job.factory_kwargs else {},
         input_shapes=[[int(x) for x in s.split(":", 1)[0].split(",") if x] for s in job.input_shapes],
-        dtype=job.dtype,
-        warmup=job.warmup,
-        iters=job.iters,
+        # a script runs its own steps, warm-up and dtype: the model mode's options did not apply (None)
+        dtype=None if job.script else job.dtype,
+        warmup=None if job.script else job.warmup,
+        iters=None if job.script else job.iters,
         root_name=job.root_name,
         depth=job.depth,
         tools=job.tools,
@@ -469,7 +472,8 @@ def _run(kw: dict[str, Any], steps: list[str], ncu_kw: dict[str, Any] | None = N
 @common
 @gzip_option
 def nsys(**kw: Any) -> None:
-    """nsys profile (CUDA + NVTX) of the measured forwards, exported to nsys.sqlite.gz.
+    """nsys profile (CUDA + NVTX) of the measured forwards, or after -- of the whole script, exported to
+    nsys.sqlite.gz.
 
     \b
     Examples:
@@ -498,7 +502,8 @@ def ncu(**kw: Any) -> None:
 @capture.command()
 @common
 def torch(**kw: Any) -> None:
-    """PyTorch profiler chrome trace of the measured forwards (torch_trace.json.gz).
+    """PyTorch profiler chrome trace of the measured forwards (torch_trace.json.gz), or after -- of the whole
+    script (torch_trace.json).
 
     \b
     Examples:

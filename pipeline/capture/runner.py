@@ -299,6 +299,17 @@ def compiled_recorder() -> CompiledKernelRecorder:
     return recorder
 
 
+def run_script(script: str) -> object:
+    """Run ``script`` as ``__main__``; returns what it passed to ``sys.exit`` (None when it just returned). A script
+    ending in ``sys.exit(main())`` raises SystemExit even when it succeeds: caught here, so the profiler still
+    exports its trace and the recorder still writes; :func:`run_user_script` exits with the script's status after."""
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        return e.code
+    return None
+
+
 def run_user_script(args: argparse.Namespace) -> None:
     """Run a user's script with every module call annotated by global hooks, every optimizer step in an
     ``optimizer`` range (global optimizer hooks), and under nsys, every PyTorch op in an NVTX range carrying its
@@ -322,16 +333,18 @@ def run_user_script(args: argparse.Namespace) -> None:
 
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
                 prof.add_metadata(CAPTURE_MARK, "1")  # (taken only while the profiler runs)
-                runpy.run_path(script, run_name="__main__")
+                status = run_script(script)
             prof.export_chrome_trace(str(out / "torch_trace.json"))
         elif under_emit:
             with torch.autograd.profiler.emit_nvtx(record_shapes=False):
-                runpy.run_path(script, run_name="__main__")
+                status = run_script(script)
         else:
-            runpy.run_path(script, run_name="__main__")
+            status = run_script(script)
     finally:
         optimizer_ranges.remove()
         recorder.write(out, capture_id=args.capture_id or out.name, root_name=args.root_name)
+    if status not in (None, 0):
+        raise SystemExit(status)  # the script's own failure, after its trace: the capture reports the status
 
 
 def build_parser() -> argparse.ArgumentParser:
