@@ -19,6 +19,7 @@ the cores the children need.  Details that each measured on that trace:
 from __future__ import annotations
 
 import fcntl
+import gc
 import io
 import multiprocessing
 import os
@@ -57,6 +58,11 @@ def imap(fn: Callable[[int], T], count: int, children: int, init: Callable[[], N
             r, w = _pipe()
             pid = os.fork()
             if pid == 0:  # the child: never returns into the caller's code
+                # No cyclic collection here: it would walk every object inherited from the parent, whose other
+                # threads (execnet's under pytest-xdist, a library's) may have left some mid-change at the fork.
+                # A child collecting segfaulted in a suite run; what it makes itself holds no cycles, and it ends
+                # in os._exit.
+                gc.disable()
                 code = 0
                 try:
                     os.close(r)
