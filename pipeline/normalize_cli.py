@@ -67,7 +67,7 @@ def normalize(
     """
     import os
 
-    from pipeline.normalize.batch import TRACE_SUFFIXES, expand_inputs, normalize_many
+    from pipeline.normalize.batch import TRACE_SUFFIXES, expand_inputs, normalize_many, with_capture_side_files
     from pipeline.normalize.source import max_input_bytes
     from pipeline.outputs import made_folder
     from pipeline.store import check_trace_id
@@ -89,6 +89,8 @@ def normalize(
         sys.exit(EXIT_BAD_INPUT)
     if trace_id and len(files) != 1:
         raise click.UsageError("--trace-id needs exactly one input file")
+    if trace_id is None:  # (a side file finds its traces by the folder name, which --trace-id replaces)
+        files = with_capture_side_files(files)
     if scheduler and jobs != 1:
         raise click.UsageError("--jobs and --scheduler exclude each other: the cluster's workers set the parallelism")
     if trace_id is not None:

@@ -1335,6 +1335,22 @@ MUTANTS: list[Mutant] = [
         "a user script ending in sys.exit(main()) still gets its trace exported, and its status is the capture's",
         ("tests/test_capture.py::test_a_script_ending_in_sys_exit_keeps_its_trace",),
     ),
+    Mutant(
+        "trace_alone_drops_side_files",
+        "pipeline/normalize_cli.py",
+        "        files = with_capture_side_files(files)\n",
+        "        files = list(files)\n",
+        "a trace given alone reads its capture's side files (compiled_kernels.json, layer_shapes.json) beside it",
+        ("tests/test_compiled.py::test_a_trace_given_alone_reads_its_captures_side_file",),
+    ),
+    Mutant(
+        "compile_events_as_layers",
+        "pipeline/normalize/chrome_map.py",
+        '    r"^\\S+_data: (.+, )?compile_id=[^,]+(, .+)?$": ',
+        '    r"^never a name$": ',
+        "torch.compile's compile-phase record_function events are ops, not layer ranges",
+        ("tests/test_compiled.py::test_compile_phase_events_are_ops_not_layers",),
+    ),
 ]
 
 

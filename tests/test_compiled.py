@@ -262,6 +262,48 @@ def test_compiled_kernels_sit_on_decoder_layers(gpu_compiled: Path, source: str)
         assert sorted(counts) == ["0", "1", "2", "3"] and counts["1"] == counts["2"] == counts["3"], (ps, counts)
 
 
+@pytest.mark.parametrize("source", ["nsys.sqlite.gz", "torch_trace.json.gz"])
+def test_a_trace_given_alone_reads_its_captures_side_file(tmp_path: Path, source: str) -> None:
+    # `tracepipe run cap/torch_trace.json.gz` dropped compiled_kernels.json beside it without a word: every compiled
+    # kernel stayed on the root range (3 layers instead of 55). The trace alone now reads its capture's side files.
+    from click.testing import CliRunner
+
+    from pipeline.analyze.engine import connect_analysis
+    from pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["run", str(COMPILED / source), "--out", str(tmp_path / "o"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((COMPILED / "compiled_kernels.json").read_text())
+    modules = {m for g in doc["graphs"] for n in g["nodes"].values() for m in n["modules"]}  # plain json
+    layers = connect_analysis(tmp_path / "o" / "analysis").sql(
+        "SELECT DISTINCT layer FROM kernel_layers WHERE fused_modules IS NOT NULL"
+    )
+    placed = {layer for (layer,) in layers.fetchall()}
+    assert placed <= modules
+    for i in range(4):  # every decoder layer, or a module inside it, holds placed kernels
+        assert any(m == f"model.layers.{i}" or m.startswith(f"model.layers.{i}.") for m in placed), (i, placed)
+
+
+@pytest.mark.parametrize("sample", [COMPILED, CPU])  # torch 2.11 on the H100, torch 2.13 on a CPU
+def test_compile_phase_events_are_ops_not_layers(sample: Path, tmp_path: Path) -> None:
+    # torch.compile writes ~110 record_function events per compile (`GraphLowering.run_data: compile_id=1/0`):
+    # they were layer ranges, listed in nvtx_paths and layer_timeline among the model's modules. They are ops now,
+    # as the nsys export's emit_nvtx ranges of them already were.
+    raw = json.loads(gzip.decompress((sample / "torch_trace.json.gz").read_bytes()))["traceEvents"]
+    compile_events = [
+        e["name"]
+        for e in raw
+        if e.get("cat") == "user_annotation" and "_data: " in e["name"] and "compile_id=" in e["name"]
+    ]
+    assert len(compile_events) >= 100
+    normalize_file(sample / "torch_trace.json.gz", tmp_path)
+    con = connect(tmp_path)
+    ranges = con.sql("SELECT text FROM nvtx_ranges").fetchall()
+    assert not [t for (t,) in ranges if "compile_id=" in t]
+    ops = con.sql("SELECT name FROM ops WHERE name LIKE '%compile_id=%'").fetchall()
+    assert sorted(n for (n,) in ops) == sorted(compile_events)
+
+
 def test_compiled_nsys_and_pytorch_trace_agree(gpu_compiled: Path) -> None:
     con = connect(gpu_compiled)
 

@@ -81,6 +81,26 @@ def expand_inputs(inputs: tuple[Path, ...], skipped: list[tuple[Path, str]] | No
     return files
 
 
+#: Side files a tracepipe capture writes beside its traces (pipeline/capture/): read with any trace of the folder.
+CAPTURE_SIDE_FILES = ("layer_shapes.json", "compiled_kernels.json")
+
+
+def with_capture_side_files(files: list[Path]) -> list[Path]:
+    """``files`` and the capture side files (:data:`CAPTURE_SIDE_FILES`) of each one's folder that are not among
+    them. The side files belong to every trace of their capture (a compiled model's kernels placed on its modules,
+    the layers' shapes), so ``run cap/torch_trace.json.gz`` reads them as ``run cap/`` does; given the trace alone,
+    they were dropped without a word (a new-user review)."""
+    given = {f.resolve() for f in files}
+    out = list(files)
+    for f in files:
+        for name in CAPTURE_SIDE_FILES:
+            side = f.parent / name
+            if side.is_file() and side.resolve() not in given:
+                given.add(side.resolve())
+                out.append(side)
+    return out
+
+
 def _has_sqlite_beside(rep: Path) -> bool:
     """The export of a report sits next to it; normalizing both would give one trace twice."""
     return any(rep.with_name(rep.stem + ext).is_file() for ext in (".sqlite", ".sqlite.gz"))

@@ -125,6 +125,9 @@ CAPTURE_MARK = "tracepipe_capture"
 #: written to ``ops`` (a kernel launched inside then keeps the module around it as its layer).
 RANGES_THAT_ARE_OPS: dict[str, str] = {
     r"^## Call CompiledFxGraph \S+ ##$": "Inductor's call of one compiled graph (named by its FX graph cache key)",
+    # ~110 a compile (torch 2.11 and 2.13 alike): `dynamo_data: compile_id=0/0`, `GraphLowering.run_data: ...`
+    r"^\S+_data: (.+, )?compile_id=[^,]+(, .+)?$": "torch.compile's compile-phase events "
+    "(CompileEventLogger.add_record_function_data: `<event>_data: compile_id=1/0`)",
 }
 
 #: Top-level keys holding the device list: ``deviceProperties`` since 2021, ``computeProperties`` in the

@@ -87,9 +87,9 @@ def _is_normalized(folder: Path) -> bool:
 
 def _normalize_into(path: Path, store: Path) -> None:
     """Trace files (or a capture folder) normalized into ``store``; BadInputError when none could be."""
-    from pipeline.normalize.batch import TRACE_SUFFIXES, expand_inputs, normalize_many
+    from pipeline.normalize.batch import TRACE_SUFFIXES, expand_inputs, normalize_many, with_capture_side_files
 
-    files = expand_inputs((path,))
+    files = with_capture_side_files(expand_inputs((path,)))
     if not files:
         raise BadInputError(
             path,
