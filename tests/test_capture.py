@@ -441,3 +441,21 @@ def test_a_script_ending_in_sys_exit_keeps_its_trace(tmp_path: Path, status: int
     else:
         assert result.exit_code == 1
         assert "the PyTorch profiler run exited with status 3" in result.output
+
+
+def test_a_scheduled_profilers_late_export_is_refused_saying_where_to_export(tmp_path: Path) -> None:
+    # A user's own profiler with a schedule, exported after the with block: PyTorch hands each finished cycle to
+    # on_trace_ready, and the late export holds no op (a new-user review). The refusal said only "record with
+    # torch.profiler.profile(...) and export_chrome_trace", which the user had done.
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    model = torch.nn.Linear(8, 8)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=2)) as prof:
+        for _ in range(3):
+            model(torch.randn(2, 8)).sum().backward()
+            prof.step()
+    prof.export_chrome_trace(str(tmp_path / "late.json"))
+    events = json.loads((tmp_path / "late.json").read_text())["traceEvents"]
+    assert not [e for e in events if e.get("cat") == "cpu_op"]  # the real export: no op in it
+    with pytest.raises(BadInputError, match="with a schedule, export in on_trace_ready"):
+        normalize_file(tmp_path / "late.json", tmp_path / "n")

@@ -90,5 +90,5 @@ def preflight(command: str, steps: list[str], device: str) -> str | None:
         return None
     hint = "run it on a GPU host with Nsight installed (docs/capture.md)"
     if command == "torch":
-        hint = "run it on a GPU host, or record on the CPU with --device cpu"
+        hint = "run it on a GPU host, or record on the CPU with --device cpu (its module ranges and CPU ops, no kernel)"
     return f"capture {command} needs {' and '.join(missing)}: {hint}"

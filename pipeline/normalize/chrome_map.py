@@ -97,7 +97,10 @@ OTHER_JSON_ARRAYS: dict[tuple[str, ...], str] = {
     "trace events; record the model with torch.profiler and export_chrome_trace (Triton kernels are in its trace)",
 }
 #: The fix said when no category points at another writer.
-RECORD_WITH_KINETO = "record with torch.profiler.profile(activities=[CPU, CUDA]) and export_chrome_trace"
+RECORD_WITH_KINETO = (
+    "record with torch.profiler.profile(activities=[CPU, CUDA]) and export_chrome_trace (with a schedule, export "
+    "in on_trace_ready: each finished cycle's events go there, and an export after the with block can be empty)"
+)
 
 #: Ranges PyTorch itself opens with ``record_function``, by name (a regular expression): PyTorch 1.8-1.10
 #: wrote them as ``Operator`` events, today's profiler as ``user_annotation``.  Such ``cpu_op`` events are
