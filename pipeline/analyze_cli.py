@@ -170,7 +170,8 @@ def sql(
     folder (tracepipe analyze's --out: the views it wrote, read from their Parquet as they are).
 
     QUERY may hold several statements separated by ';': each runs in turn and each result is printed, as
-    DuckDB's CLI does (CREATE and DROP print nothing); the first that fails stops the rest, exit 2.
+    DuckDB's CLI does (CREATE and DROP print nothing); the first that fails stops the rest, exit 2. A QUERY
+    starting with '.' or '\\' is the shell's commands, one a line (".tables", ".schema layer_summary").
 
     No QUERY opens an interactive shell like DuckDB's (.help, .tables, .schema [NAME] for CREATE statements,
     \\d NAME for columns, .mode, .maxrows, .output FILE; Ctrl-C cancels the line or the query; history in
@@ -183,6 +184,7 @@ def sql(
       tracepipe sql build/normalized "SELECT * FROM kernel_layers" -o kl.parquet     # format from the extension
       tracepipe sql build/normalized "SELECT * FROM layer_summary" --format json | jq .share_pct
       tracepipe sql build/normalized "SELECT count(*) FROM kernels; SELECT count(*) FROM nvtx_ranges"
+      tracepipe sql build/normalized ".tables"           # a shell command; "\\d kernels" for columns
       tracepipe sql build/normalized                     # interactive
       echo "SELECT count(*) FROM kernels;" | tracepipe sql build/normalized
       tracepipe sql build/analysis "SELECT * FROM findings LIMIT 5"     # analyze's written views
@@ -196,8 +198,10 @@ def sql(
         check_new_file,
         first_line,
         format_for,
+        is_dot_command,
         render,
         repl,
+        run_dot_commands,
         run_statement,
         write_result,
     )
@@ -217,6 +221,13 @@ def sql(
     except OutputError as e:
         console.fail(str(e))
         sys.exit(EXIT_BAD_INPUT)
+    if query is not None and is_dot_command(query):  # `.tables`, `.schema NAME`, `\\d NAME` as in the shell
+        if output is not None:
+            console.fail("-o writes a query's result; a dot command prints (in the shell, .output FILE writes)")
+            sys.exit(EXIT_BAD_INPUT)
+        if run_dot_commands(connect_folder(normalized, device), normalized, query, fmt or "table", max_rows):
+            sys.exit(EXIT_BAD_INPUT)
+        return
     statements: list[duckdb.Statement] = []
     if query is not None:
         # Split by DuckDB's parser before the folder is opened: a syntax error, or a statement that could write

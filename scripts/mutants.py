@@ -1351,6 +1351,22 @@ MUTANTS: list[Mutant] = [
         "torch.compile's compile-phase record_function events are ops, not layer ranges",
         ("tests/test_compiled.py::test_compile_phase_events_are_ops_not_layers",),
     ),
+    Mutant(
+        "dot_command_query_as_sql",
+        "pipeline/analyze_cli.py",
+        "    if query is not None and is_dot_command(query):",
+        "    if query is not None and False:",
+        "tracepipe sql FOLDER \".tables\" runs the shell's command, as duckdb FILE \".tables\" does",
+        ("tests/test_shell.py::test_a_dot_command_as_the_query_runs_as_in_the_shell",),
+    ),
+    Mutant(
+        "late_export_advice_dropped",
+        "pipeline/normalize/chrome_map.py",
+        '"record with torch.profiler.profile(activities=[CPU, CUDA]) and export_chrome_trace (with a schedule, export "',
+        '"record with torch.profiler.profile(activities=[CPU, CUDA]) and export_chrome_trace (export "',
+        "an empty export of a scheduled profiler is told to export in on_trace_ready",
+        ("tests/test_capture.py::test_a_scheduled_profilers_late_export_is_refused_saying_where_to_export",),
+    ),
 ]
 
 

@@ -337,3 +337,23 @@ def test_schema_over_an_analysis_folder_is_each_files_columns(nsys_out: Path, tm
     scratch.execute(r.stdout)
     made = scratch.sql("SELECT * FROM layer_summary").to_arrow_table().schema
     assert made.names == pq.read_schema(out / "layer_summary.parquet").names
+
+
+def test_a_dot_command_as_the_query_runs_as_in_the_shell(nsys_out: Path, tmp_path: Path) -> None:
+    # `tracepipe sql DIR ".tables"` was parsed as SQL ("syntax error at or near ."), though --help lists .tables;
+    # DuckDB's CLI takes `duckdb FILE ".tables"`. The same commands piped to the shell give the reference output.
+    def one(script: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "sql", str(nsys_out), script, "--format", "csv"],
+            capture_output=True, text=True, env=_env(tmp_path / "history"), check=False,
+        )  # fmt: skip
+
+    for script in (".tables", "\\d kernels\n.schema layer_summary"):
+        r = one(script)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == piped(nsys_out, script + "\n", tmp_path, "--format", "csv").stdout
+    listed = {line.split(",")[0] for line in one(".tables").stdout.splitlines()}
+    tables = {p.name for p in nsys_out.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}  # the folder
+    assert tables and tables <= listed
+    bad = one(".nope")
+    assert bad.returncode == 2 and bad.stderr == "Error: unknown command '.nope': .help lists them\n"

@@ -494,6 +494,30 @@ def pipe_reader() -> Callable[[bool], str]:
     return read
 
 
+def is_dot_command(text: str) -> bool:
+    """Whether ``text`` is a shell command (``.tables``, ``\\d NAME``) rather than SQL."""
+    return text.lstrip().startswith((".", "\\"))
+
+
+def run_dot_commands(
+    con: duckdb.DuckDBPyConnection, normalized: Path | None, text: str, mode: str = "table", max_rows: int = 40
+) -> bool:
+    """The shell commands of ``text``, one a line, as ``tracepipe sql FOLDER ".tables"`` runs them (DuckDB's CLI
+    takes ``duckdb FILE ".tables"`` alike); True when one failed. A command that quits ends the rest."""
+    shell = Shell(con, normalized)
+    shell.mode, shell.max_rows = mode, max_rows
+    try:
+        for line in filter(str.strip, text.splitlines()):
+            if not is_dot_command(line):
+                shell.error(f"{line.strip()!r}: one dot command a line, or SQL alone")
+                break
+            if not shell.dot(line):
+                break
+    finally:
+        shell.close()
+    return shell.failed
+
+
 def repl(
     con: duckdb.DuckDBPyConnection, normalized: Path | None = None, mode: str = "table", max_rows: int = 40
 ) -> None:
