@@ -2,8 +2,8 @@
 -- and rule, with the evidence in numbers and a one-line fix.
 -- analyze: spills (its memory goes to sorts, windows and aggregates: on big inputs it runs under 3/4 of DuckDB's
 --          limit; 10M kernels: 16.9 -> 19.7 s, 2,124 -> 1,794 MB: docs/benchmarks.md, spill_share_44.txt)
--- Inputs:  kernel_layers, gpu_op_layers, layer_summary, kernel_waves, kernel_occupancy, device_limits, memcpy,
---          step_gpu_idle, nvtx_ranges, rank_jobs,
+-- Inputs:  kernel_layers, gpu_op_layers, kernel_waves, kernel_occupancy, device_limits, memcpy, step_gpu_idle,
+--          nvtx_ranges, rank_jobs, ops (Inductor's CachingAutotuner ops),
 --          finding_thresholds (every number the rules compare with), finding_kernel_classes (kernel families by name)
 -- Macros:  step_folded
 -- Output, one row per trace, layer path, kernel or op and rule:
@@ -59,11 +59,16 @@
 --   pageable_h2d_copy: Host-to-Device copies from Pageable memory (memcpy.src_kind) whose launching call lies in a
 --     step range of the same process (step_gpu_idle, step >= 1); at stake: their GPU time (what an asynchronous
 --     pinned copy can overlap).
---   slow_backward: a path whose backward GPU time > backward_max_ratio x its forward's (layer_summary's pass split);
+--   slow_backward: a path whose backward GPU time > backward_max_ratio x its forward's (its kernels' pass split);
 --     at stake: backward - backward_expected_ratio x forward; the kernel: its backward kernel with the most time.
 --   straggler_rank: per job of rank_jobs and path, the slowest rank >= straggler_min_slowdown x the median over the
 --     job's ranks that ran it (ties to the lower rank); at stake: slowest - median.
--- Kept: at_stake_ns >= min_at_stake_ns and >= min_at_stake_pct of the trace's summed kernel time. Sorted by time at
+-- No rule reads Inductor's autotuning: GPU operations launched inside a `CachingAutotuner.*` op on their thread
+-- (analysis_warnings' rule) benchmark a compiled kernel's configs and flush the cache between runs in a compiled
+-- region's first call, work of no step (the compiled sample's top findings had been its cache flush's fill kernel
+-- and its benchmarks' stretches: 97.7% of that trace's GPU time); they stay on the timeline, as GPU time between.
+-- Kept: at_stake_ns >= min_at_stake_ns and >= min_at_stake_pct of the trace's summed kernel time (autotuning's left
+-- out). Sorted by time at
 -- stake, then trace, rule, path and kernel; sums are exact (DECIMAL), so runs agree to the bit.
 WITH th AS (
     SELECT max(value) FILTER (name = 'min_at_stake_ns') AS min_ns,
@@ -92,11 +97,26 @@ cls AS (
     FROM finding_kernel_classes
 ),
 -- the shared inputs, each read (and bound) once; paths and layer names folded over numbered steps
-kl AS (
+tuning AS (  -- Inductor's autotuning per thread, its CachingAutotuner ops' spans merged (they nest), so an operation
+             -- is inside one span at most: what is launched inside is no step's work
+    SELECT trace_id, pid_key, tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM (SELECT *, count(*) FILTER (WHERE new) OVER (PARTITION BY trace_id, pid_key, tid ORDER BY start_ns, end_ns DESC)
+                        AS span
+          FROM (SELECT trace_id, coalesce(pid, -1) AS pid_key, tid, start_ns, end_ns,
+                       start_ns > max(end_ns) OVER (PARTITION BY trace_id, coalesce(pid, -1), tid
+                                                    ORDER BY start_ns, end_ns DESC
+                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) IS NOT FALSE AS new
+                FROM ops WHERE name LIKE 'CachingAutotuner.%'))
+    GROUP BY trace_id, pid_key, tid, span
+),
+kl AS (  -- every kernel, but autotuning's
     SELECT trace_id, kernel_id, device_id, name, coalesce(short_name, name) AS kernel, duration_ns, pass,
            step_folded(path) AS path,
            step_folded(layer) AS layer
-    FROM kernel_layers
+    FROM kernel_layers k
+    ANTI JOIN tuning a
+      ON a.trace_id = k.trace_id AND a.tid = k.launch_tid AND a.pid_key = coalesce(k.launch_pid, -1)
+     AND k.launch_start_ns BETWEEN a.start_ns AND a.end_ns
 ),
 names AS (  -- each distinct kernel name classified once (the patterns are per-row values, not constants)
     SELECT n.name,
@@ -108,22 +128,27 @@ names AS (  -- each distinct kernel name classified once (the patterns are per-r
            CASE WHEN regexp_matches(n.name, cls.conv) THEN 'convolution' ELSE 'gemm' END AS family
     FROM (SELECT DISTINCT name FROM kl) n, cls
 ),
-ls AS (  -- layer_summary per trace and folded path
-    SELECT trace_id, step_folded(path) AS path,
-           any_value(step_folded(layer)) AS layer,
-           sum(kernels) AS kernels, sum(gpu_time_ns) AS gpu_time_ns, sum(forward_gpu_time_ns) AS fwd,
-           sum(backward_gpu_time_ns) AS bwd, sum(backward_kernels) AS bwd_kernels
-    FROM layer_summary
-    GROUP BY ALL
+ls AS (  -- per trace and folded path, its kernels as innermost: layer_summary's rollup, of kl's kernels
+    SELECT trace_id, path, any_value(layer) AS layer, count(*) AS kernels, sum(duration_ns) AS gpu_time_ns,
+           coalesce(sum(duration_ns) FILTER (pass = 'forward'), 0) AS fwd,
+           coalesce(sum(duration_ns) FILTER (pass = 'backward'), 0) AS bwd,
+           count(*) FILTER (pass = 'backward') AS bwd_kernels
+    FROM kl
+    GROUP BY trace_id, path
 ),
-ops AS (  -- every GPU operation (kernels, copies, memsets) on its device's timeline; only the columns the windows
-          -- and the starved test read (every row goes through the windows' sort): the texts are looked up for the
-          -- operations of long stretches only (stretch_members)
-    SELECT trace_id, device_id, op_kind, op_row_id, duration_ns, graph_node_id,
+timeline AS (  -- every GPU operation (kernels, copies, memsets) on its device's timeline; only the columns the
+               -- windows and the starved test read (every row goes through the windows' sort): the texts are looked
+               -- up for the operations of long stretches only (stretch_members)
+    SELECT trace_id, device_id, op_kind, op_row_id, duration_ns, graph_node_id, tuning,
            start_ns - max(end_ns) OVER before AS gap,
            launch_start_ns - lag(launch_start_ns) OVER timeline AS issue_ns,
            row_number() OVER timeline AS pos
-    FROM gpu_op_layers
+    FROM (SELECT g.trace_id, g.device_id, g.op_kind, g.op_row_id, g.duration_ns, g.graph_node_id, g.start_ns, g.end_ns,
+                 g.launch_start_ns, a.trace_id IS NOT NULL AS tuning
+          FROM gpu_op_layers g
+          LEFT JOIN tuning a   -- one span at most: no row doubled
+            ON a.trace_id = g.trace_id AND a.tid = g.launch_tid AND a.pid_key = coalesce(g.launch_pid, -1)
+           AND g.launch_start_ns BETWEEN a.start_ns AND a.end_ns)
     WINDOW timeline AS (PARTITION BY trace_id, device_id ORDER BY start_ns, end_ns, op_kind, op_row_id),
            before AS (timeline ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
@@ -246,8 +271,9 @@ occupancy AS (
 -- launch_bound --------------------------------------------------------------------------------------------------
 starved AS (  -- operations shorter than their issue interval after a short idle gap (never a graph replay's)
     SELECT o.trace_id, o.device_id, o.op_kind, o.op_row_id, o.duration_ns, o.gap, o.issue_ns, o.pos
-    FROM ops o, th
-    WHERE o.graph_node_id IS NULL AND o.duration_ns < o.issue_ns AND o.gap > 0 AND o.gap <= th.launch_max_gap
+    FROM timeline o, th
+    WHERE NOT o.tuning AND o.graph_node_id IS NULL AND o.duration_ns < o.issue_ns
+      AND o.gap > 0 AND o.gap <= th.launch_max_gap
 ),
 members AS (  -- a maximal stretch of starved operations shares its count of operations not starved before it: a
               -- starved one's position less its rank among the starved (a window over the starved ones only)
@@ -381,6 +407,9 @@ copies AS (
     JOIN steps st ON st.trace_id = o.trace_id AND st.pid = o.launch_pid
                  AND o.launch_start_ns >= st.cpu_start_ns AND o.launch_start_ns < st.cpu_end_ns
     WHERE o.op_kind = 'memcpy' AND m.kind = 'Host-to-Device' AND m.src_kind = 'Pageable'
+      AND NOT EXISTS (SELECT 1 FROM tuning a   -- (a few copies: the subquery's cost is theirs)
+                      WHERE a.trace_id = o.trace_id AND a.tid = o.launch_tid AND a.pid_key = coalesce(o.launch_pid, -1)
+                        AND o.launch_start_ns BETWEEN a.start_ns AND a.end_ns)
 ),
 pageable AS (
     SELECT trace_id, 'pageable_h2d_copy' AS rule, path, any_value(layer) AS layer,

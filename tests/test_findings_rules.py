@@ -243,19 +243,19 @@ def test_pinned_copies_and_copies_outside_steps_do_not_fire(tmp_path: Path) -> N
     assert rows(tmp_path, "pageable_h2d_copy") == []
 
 
-# --- slow_backward (on its declared inputs: the pass split comes from layer_summary) --------------------------
+# --- slow_backward (on its declared inputs: the pass split comes from kernel_layers) --------------------------
 
 
-def slow_backward(tmp: Path, layer_summary: list[dict], kernel_layers: list[dict]) -> list[dict]:
-    """The slow_backward findings of trace `t` when its layer_summary and kernel_layers are these hand-made rows: the
-    pass split comes from layer_summary, whose backward attribution (autograd links) a hand trace would have to
-    fake; every other input of the view is a real (small) trace's."""
+def slow_backward(tmp: Path, kernel_layers: list[dict]) -> list[dict]:
+    """The slow_backward findings of trace `t` when its kernel_layers are these hand-made rows: their pass split,
+    whose backward attribution (autograd links) a hand trace would have to fake; every other input of the view is a
+    real (small) trace's."""
     t = HandTrace("t")
     t.kernel("k", 10_000, 1_000, launch_at=100)
     # Every other view computed once (materialize), then these three put in place: planned as views over views,
     # findings took ~30 s to plan here.
     con = connect(t.write(tmp), materialize=True)
-    hand = {"layer_summary": layer_summary, "kernel_layers": kernel_layers}
+    hand = {"kernel_layers": kernel_layers}
     kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall())
     for name in (*hand, "findings"):
         con.execute(f"DROP {'VIEW' if kinds[name] == 'VIEW' else 'TABLE'} {name}")
@@ -267,15 +267,10 @@ def slow_backward(tmp: Path, layer_summary: list[dict], kernel_layers: list[dict
     return [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
 
 
-def summary(path: str, fwd: int, bwd: int) -> dict:
-    layer = path.rsplit("/", 1)[-1]
-    return {"trace_id": "t", "path": path, "layer": layer, "kernels": 4, "gpu_time_ns": fwd + bwd,
-            "forward_gpu_time_ns": fwd, "backward_gpu_time_ns": bwd, "backward_kernels": 2}  # fmt: skip
-
-
 def kl(path: str, name: str, ns: int, pass_: str = "backward") -> dict:
     return {"trace_id": "t", "kernel_id": 0, "device_id": 0, "path": path, "layer": path.rsplit("/", 1)[-1],
-            "name": name, "short_name": name, "duration_ns": ns, "pass": pass_}  # fmt: skip
+            "name": name, "short_name": name, "duration_ns": ns, "pass": pass_,
+            "launch_pid": 1, "launch_tid": 1, "launch_start_ns": 0}  # fmt: skip
 
 
 def test_a_backward_over_three_times_its_forward_fires(tmp_path: Path) -> None:
@@ -283,13 +278,13 @@ def test_a_backward_over_three_times_its_forward_fires(tmp_path: Path) -> None:
     # backward kernel is the sort (2.5 + 1 = 3.5 µs over the scatter's 1.5).
     got = slow_backward(
         tmp_path,
-        layer_summary=[summary("ProfilerStep#1/tok", 600, 3_000), summary("ProfilerStep#2/tok", 400, 2_000)],
         kernel_layers=[
             kl("ProfilerStep#1/tok", "radix_sort", 2_500),
             kl("ProfilerStep#2/tok", "radix_sort", 1_000),
             kl("ProfilerStep#1/tok", "scatter", 500),
             kl("ProfilerStep#2/tok", "scatter", 1_000),
             kl("ProfilerStep#1/tok", "gather", 600, "forward"),
+            kl("ProfilerStep#2/tok", "gather", 400, "forward"),
         ],
     )
     assert [(r["path"], r["kernel"], r["at_stake_ns"], r["value"]) for r in got] == [
@@ -301,8 +296,7 @@ def test_a_backward_of_three_times_or_without_forward_does_not_fire(tmp_path: Pa
     # fc: backward exactly 3x (30 µs at stake would be worth a look if it fired); loss: no forward
     got = slow_backward(
         tmp_path,
-        layer_summary=[summary("fc", 10_000, 30_000), summary("loss", 0, 50_000)],
-        kernel_layers=[kl("fc", "gemm", 30_000), kl("loss", "nll", 50_000)],
+        kernel_layers=[kl("fc", "gemm", 30_000), kl("fc", "gemm", 10_000, "forward"), kl("loss", "nll", 50_000)],
     )
     assert got == []
 
