@@ -91,9 +91,9 @@ def nvtx_ranges_sql(db: Sqlite) -> str | None:
     c = lambda name: db.col("NVTX_EVENTS", "n", name)  # noqa: E731
     end_tid = TID.format(col="n.endGlobalTid") if "endGlobalTid" in db.columns("NVTX_EVENTS") else "NULL"
     kinds = ", ".join(map(str, PUSH_POP + START_END))
-    # A range stored without an end (the capture stopped inside it, where nsys leaves it open) lasts to the last
-    # NVTX timestamp, as nsys's own reports read it (nvtx_kern_sum, nvtx_sum: ifnull(end, max(max(start),
-    # max(end)) of NVTX_EVENTS)).
+    # A range stored without an end (none seen: nsys 2025.3 ends even one the capture stopped inside, at the stop)
+    # lasts to the last NVTX timestamp, as nsys's own reports read it (nvtx_kern_sum, nvtx_sum: ifnull(end,
+    # max(max(start), max(end)) of NVTX_EVENTS)).
     end = 'coalesce(n."end", (SELECT max(max(start), max("end")) FROM NVTX_EVENTS))'
     return f"""
     SELECT row_number() OVER (ORDER BY n.start, {end} DESC, n.rowid) - 1 AS range_id,
