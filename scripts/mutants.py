@@ -1383,6 +1383,14 @@ MUTANTS: list[Mutant] = [
         "launch_bound's stretches leave out the operations of Inductor's autotuning",
         ("tests/test_compiled.py::test_no_finding_is_about_inductors_autotuning",),
     ),
+    Mutant(
+        "global_hook_warning_shown",
+        "pipeline/capture/runner.py",
+        'warnings.filterwarnings("ignore", message=r"Using',
+        'warnings.filterwarnings("default", message=r"Using',
+        "a script capture hides PyTorch's warning about the capture's own global hooks under torch.compile",
+        ("tests/test_compiled.py::test_capture_of_a_compiled_script_runs_and_records_its_graphs",),
+    ),
 ]
 
 

@@ -34,6 +34,8 @@ def test_capture_of_a_compiled_script_runs_and_records_its_graphs(tmp_path: Path
         capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # PyTorch's warning about global module hooks under torch.compile is about the capture's own hooks: not shown
+    assert "global hooks" not in proc.stderr
     doc = json.loads((out / "compiled_kernels.json").read_text())
     assert [g["aot_graph"] for g in doc["graphs"]] == ["0_forward", "0_backward"]
     assert all("def call(" in g["call"] for g in doc["graphs"])

@@ -28,6 +28,7 @@ import os
 import runpy
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,10 @@ def run_user_script(args: argparse.Namespace) -> None:
     # Under emit_nvtx every record_function is an NVTX range already: NVTX alone, not both
     backend = RangeBackend(use_record_function=not under_emit)
     GlobalAnnotator(backend, root_name=args.root_name, depth=args.depth)
+    # PyTorch warns, at each call of a torch.compile'd module, that global module hooks fire once more for its
+    # OptimizedModule: those are these hooks, and that call is the range the compiled region runs in (named as the
+    # model it wraps, docs/capture.md). The user's script has no such hooks: the warning is not theirs to act on.
+    warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
     optimizer_ranges = OptimizerRanges(backend, args.optimizer_name)
     recorder = compiled_recorder()
     script, *rest = args.script
