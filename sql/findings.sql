@@ -68,8 +68,7 @@
 -- region's first call, work of no step (the compiled sample's top findings had been its cache flush's fill kernel
 -- and its benchmarks' stretches: 97.7% of that trace's GPU time); they stay on the timeline, as GPU time between.
 -- Kept: at_stake_ns >= min_at_stake_ns and >= min_at_stake_pct of the trace's summed kernel time (autotuning's left
--- out). Sorted by time at
--- stake, then trace, rule, path and kernel; sums are exact (DECIMAL), so runs agree to the bit.
+-- out). Sorted by time at stake, then trace, rule, path and kernel; sums are exact (DECIMAL), so runs agree to the bit.
 WITH th AS (
     SELECT max(value) FILTER (name = 'min_at_stake_ns') AS min_ns,
            max(value) FILTER (name = 'min_at_stake_pct') AS min_pct,
@@ -100,13 +99,14 @@ cls AS (
 tuning AS (  -- Inductor's autotuning per thread, its CachingAutotuner ops' spans merged (they nest), so an operation
              -- is inside one span at most: what is launched inside is no step's work
     SELECT trace_id, pid_key, tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM (SELECT *, count(*) FILTER (WHERE new) OVER (PARTITION BY trace_id, pid_key, tid ORDER BY start_ns, end_ns DESC)
-                        AS span
-          FROM (SELECT trace_id, coalesce(pid, -1) AS pid_key, tid, start_ns, end_ns,
-                       start_ns > max(end_ns) OVER (PARTITION BY trace_id, coalesce(pid, -1), tid
-                                                    ORDER BY start_ns, end_ns DESC
-                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) IS NOT FALSE AS new
-                FROM ops WHERE name LIKE 'CachingAutotuner.%'))
+    FROM (SELECT *, count(*) FILTER (WHERE new) OVER (thread ORDER BY start_ns, end_ns DESC) AS span
+          FROM (SELECT *, start_ns > max(end_ns) OVER (thread ORDER BY start_ns, end_ns DESC
+                                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                          IS NOT FALSE AS new   -- past every span before it on the thread: a new span
+                FROM (SELECT trace_id, coalesce(pid, -1) AS pid_key, tid, start_ns, end_ns
+                      FROM ops WHERE name LIKE 'CachingAutotuner.%')
+                WINDOW thread AS (PARTITION BY trace_id, pid_key, tid))
+          WINDOW thread AS (PARTITION BY trace_id, pid_key, tid))
     GROUP BY trace_id, pid_key, tid, span
 ),
 kl AS (  -- every kernel, but autotuning's
