@@ -13,6 +13,7 @@ write the caller wrote out, as ``open(path, "w")`` would be: the sandbox still k
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -119,18 +120,16 @@ def _table_names(statement: str) -> set[str]:
     return _parsed_tables(statement)
 
 
-_PARSER_LOCK = threading.Lock()
-_PARSER: list[duckdb.DuckDBPyConnection] = []
+_PARSER_LOCK = threading.Lock()  # one parse at a time on the connection below
 
 
+@functools.cache
 def _parser() -> duckdb.DuckDBPyConnection:
     """An in-memory connection of this module's own for ``get_table_names``, made once (a new one costs ~25 ms).
     Not DuckDB's default connection (``duckdb.get_table_names``): the caller's own ``duckdb.execute("BEGIN")`` or
     a result left half read there made the first failed try abort its transaction, and every later statement
     failed, so that no view was found and every query created them all."""
-    if not _PARSER:
-        _PARSER.append(duckdb.connect(":memory:"))
-    return _PARSER[0]
+    return duckdb.connect(":memory:")
 
 
 #: A prepared statement's parameter: ``$name``, ``$1`` or ``?``.
