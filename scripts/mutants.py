@@ -1391,6 +1391,14 @@ MUTANTS: list[Mutant] = [
         "a script capture hides PyTorch's warning about the capture's own global hooks under torch.compile",
         ("tests/test_compiled.py::test_capture_of_a_compiled_script_runs_and_records_its_graphs",),
     ),
+    Mutant(
+        "in_memory_keeps_statistics_propagation",
+        "pipeline/analyze/write.py",
+        "    if in_memory:\n        without_statistics_propagation(con)\n",
+        "    if in_memory:\n        pass\n",
+        "the in-memory path, whose views are DuckDB tables, turns off the optimizer pass that is wrong over empty tables",
+        ("tests/test_duckdb_optimizer_guard.py",),
+    ),
 ]
 
 
