@@ -1,7 +1,7 @@
 -- analysis_warnings: counted warnings about values the analysis could not use, one row per (trace, view, kind).
 -- Inputs:  device_limits (duplicate_rows, rejected_trace_values, issue), kernel_occupancy (occupancy_issue,
 --          which carries kernel_geometry's launch_issue first), layer_coverage (lack, meaning, fix, gpu_ns),
---          gpu_op_layers (launch thread and instant, duration), ops (Inductor's CachingAutotuner ops)
+--          gpu_op_layers (launch thread and instant, duration), _autotuning_spans
 -- Output, one row per trace, view and kind of warning:
 --   trace_id          VARCHAR: the trace
 --   view              VARCHAR: 'device_limits' | 'kernel_occupancy' | 'layer_coverage' | 'gpu_op_layers': the view
@@ -15,9 +15,9 @@
 -- messages say: the report's "GPU time" is of kernels alone.
 -- Rule: nothing here fails a run; `tracepipe analyze` prints each row as one warning line.  Kernel issues are
 -- grouped by their text up to the first ':' (the kind), so one odd register count per kernel stays one line.
--- Inductor's autotuning: GPU operations launched inside a `CachingAutotuner.*` op on their thread (a compiled
--- region's first call benchmarks each Triton kernel's configs, and flushes the cache between runs) are work of no
--- step of the model, yet count in the region's layers: said from 1% of the trace's GPU time (the compiled sample's
+-- Inductor's autotuning: GPU operations launched inside a `CachingAutotuner.*` op on their thread (_autotuning_spans:
+-- a compiled region's first call benchmarks each Triton kernel's configs, and flushes the cache between runs) are
+-- work of no step of the model, yet count in the region's layers: said from 1% of the trace's GPU time (the compiled sample's
 -- first step: 88% of it, its top kernel the cache flush's FillFunctor, a diff against the eager run x29).
 SELECT trace_id, 'device_limits' AS view, device_id, duplicate_rows AS count,
        'device ' || device_id || ': ' || duplicate_rows || ' more devices row(s) for this id dropped, kept "'
@@ -57,9 +57,9 @@ SELECT g.trace_id, 'gpu_op_layers', NULL, count(*),
            || ' compiled call',
        min(g.kernel_id)
 FROM gpu_op_layers g
-JOIN layer_coverage c USING (trace_id)
-WHERE EXISTS (SELECT 1 FROM ops a
-              WHERE a.name LIKE 'CachingAutotuner.%' AND a.trace_id = g.trace_id AND a.tid = g.launch_tid
-                AND a.pid IS NOT DISTINCT FROM g.launch_pid AND g.launch_start_ns BETWEEN a.start_ns AND a.end_ns)
+JOIN _autotuning_spans a   -- one span at most: no operation counted twice
+  ON a.trace_id = g.trace_id AND a.tid = g.launch_tid AND a.pid_key = coalesce(g.launch_pid, -1)
+ AND g.launch_start_ns BETWEEN a.start_ns AND a.end_ns
+JOIN layer_coverage c ON c.trace_id = g.trace_id
 GROUP BY g.trace_id
 HAVING sum(g.duration_ns) >= 0.01 * any_value(c.gpu_ns)

@@ -3,7 +3,7 @@
 -- analyze: spills (its memory goes to sorts, windows and aggregates: on big inputs it runs under 3/4 of DuckDB's
 --          limit; 10M kernels: 16.9 -> 19.7 s, 2,124 -> 1,794 MB: docs/benchmarks.md, spill_share_44.txt)
 -- Inputs:  kernel_layers, gpu_op_layers, kernel_waves, kernel_occupancy, device_limits, memcpy, step_gpu_idle,
---          nvtx_ranges, rank_jobs, ops (Inductor's CachingAutotuner ops),
+--          nvtx_ranges, rank_jobs, _autotuning_spans,
 --          finding_thresholds (every number the rules compare with), finding_kernel_classes (kernel families by name)
 -- Macros:  step_folded
 -- Output, one row per trace, layer path, kernel or op and rule:
@@ -64,7 +64,7 @@
 --   straggler_rank: per job of rank_jobs and path, the slowest rank >= straggler_min_slowdown x the median over the
 --     job's ranks that ran it (ties to the lower rank); at stake: slowest - median.
 -- No rule reads Inductor's autotuning: GPU operations launched inside a `CachingAutotuner.*` op on their thread
--- (analysis_warnings' rule) benchmark a compiled kernel's configs and flush the cache between runs in a compiled
+-- (_autotuning_spans) benchmark a compiled kernel's configs and flush the cache between runs in a compiled
 -- region's first call, work of no step (the compiled sample's top findings had been its cache flush's fill kernel
 -- and its benchmarks' stretches: 97.7% of that trace's GPU time); they stay on the timeline, as GPU time between.
 -- Kept: at_stake_ns >= min_at_stake_ns and >= min_at_stake_pct of the trace's summed kernel time (autotuning's left
@@ -96,18 +96,8 @@ cls AS (
     FROM finding_kernel_classes
 ),
 -- the shared inputs, each read (and bound) once; paths and layer names folded over numbered steps
-tuning AS (  -- Inductor's autotuning per thread, its CachingAutotuner ops' spans merged (they nest), so an operation
-             -- is inside one span at most: what is launched inside is no step's work
-    SELECT trace_id, pid_key, tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM (SELECT *, count(*) FILTER (WHERE new) OVER (thread ORDER BY start_ns, end_ns DESC) AS span
-          FROM (SELECT *, start_ns > max(end_ns) OVER (thread ORDER BY start_ns, end_ns DESC
-                                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                          IS NOT FALSE AS new   -- past every span before it on the thread: a new span
-                FROM (SELECT trace_id, coalesce(pid, -1) AS pid_key, tid, start_ns, end_ns
-                      FROM ops WHERE name LIKE 'CachingAutotuner.%')
-                WINDOW thread AS (PARTITION BY trace_id, pid_key, tid))
-          WINDOW thread AS (PARTITION BY trace_id, pid_key, tid))
-    GROUP BY trace_id, pid_key, tid, span
+tuning AS (  -- Inductor's autotuning, spans a thread (an operation is inside one at most)
+    FROM _autotuning_spans
 ),
 kl AS (  -- every kernel, but autotuning's
     SELECT trace_id, kernel_id, device_id, name, coalesce(short_name, name) AS kernel, duration_ns, pass,
@@ -406,10 +396,10 @@ copies AS (
     JOIN memcpy m ON m.trace_id = o.trace_id AND m.copy_id = o.op_row_id
     JOIN steps st ON st.trace_id = o.trace_id AND st.pid = o.launch_pid
                  AND o.launch_start_ns >= st.cpu_start_ns AND o.launch_start_ns < st.cpu_end_ns
+    ANTI JOIN tuning a
+      ON a.trace_id = o.trace_id AND a.tid = o.launch_tid AND a.pid_key = coalesce(o.launch_pid, -1)
+     AND o.launch_start_ns BETWEEN a.start_ns AND a.end_ns
     WHERE o.op_kind = 'memcpy' AND m.kind = 'Host-to-Device' AND m.src_kind = 'Pageable'
-      AND NOT EXISTS (SELECT 1 FROM tuning a   -- (a few copies: the subquery's cost is theirs)
-                      WHERE a.trace_id = o.trace_id AND a.tid = o.launch_tid AND a.pid_key = coalesce(o.launch_pid, -1)
-                        AND o.launch_start_ns BETWEEN a.start_ns AND a.end_ns)
 ),
 pageable AS (
     SELECT trace_id, 'pageable_h2d_copy' AS rule, path, any_value(layer) AS layer,
