@@ -1396,7 +1396,15 @@ MUTANTS: list[Mutant] = [
         "pipeline/analyze/write.py",
         "    if in_memory:\n        without_statistics_propagation(con)\n",
         "    if in_memory:\n        pass\n",
-        "the in-memory path, whose views are DuckDB tables, turns off the optimizer pass that is wrong over empty tables",
+        "the in-memory path, whose views are DuckDB tables, turns off the pass that is wrong over empty tables",
+        ("tests/test_duckdb_optimizer_guard.py",),
+    ),
+    Mutant(
+        "temp_tables_keep_statistics_propagation",
+        "pipeline/analyze/engine.py",
+        "    if materialize or (lazy and read_only and scratch is None):",
+        "    if False:",
+        "a connection computing views into temp tables (materialize, the SQL shell's small traces) has it off",
         ("tests/test_duckdb_optimizer_guard.py",),
     ),
 ]

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.analyze.engine import cursor_of, defined_views, memory_limit, set_memory_limit, table_rows
+from pipeline.analyze.engine import (
+    cursor_of,
+    defined_views,
+    memory_limit,
+    set_memory_limit,
+    table_rows,
+    without_statistics_propagation,
+)
 from pipeline.analyze.scratch import copy_view, read_back
 from pipeline.analyze.views import SPILLS, computed_once, needed_views, view_body, view_files, view_inputs
 from pipeline.catalog import SQL_DIR
@@ -72,23 +79,6 @@ def in_memory_rows(side_by_side: bool) -> int:
 def input_rows(con: duckdb.DuckDBPyConnection) -> int:
     """Rows of the :data:`SIZE_TABLES` ``con`` reads."""
     return table_rows(con, SIZE_TABLES)
-
-
-#: DuckDB's optimizer pass that is wrong over tables: from a table's exact row count it gives a LEFT JOIN whose
-#: right side is an empty table (read through a CTE) at most 0 rows, and the plan then loses rows. DuckDB 2.0.1:
-#: a LIMIT over such a join is dropped; findings lost every slow_backward row of the train sample when its
-#: autotuning CTE read an empty table (tests/test_duckdb_optimizer_guard.py has both). Parquet files and Arrow
-#: tables give no such bound, so only the in-memory path, whose views are tables, turns it off: there it costs
-#: nothing measurable (1 MB trace 0.99x), where over Parquet the 10M-kernel analyze took 2.15x the time.
-UNSAFE_OVER_TABLES = "statistics_propagation"
-
-
-def without_statistics_propagation(con: duckdb.DuckDBPyConnection) -> None:
-    """Turns :data:`UNSAFE_OVER_TABLES` off for ``con``'s database (its cursors too), for good: the tables the
-    in-memory path creates stay on the connection, and a query over them later would meet the same fault."""
-    (off,) = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
-    names = {n.strip() for n in off.split(",") if n.strip()} | {UNSAFE_OVER_TABLES}
-    con.execute("SET disabled_optimizers = $names", {"names": ",".join(sorted(names))})
 
 
 #: ``produce(view, dest)`` writes ``view``'s rows to the Parquet file ``dest`` its own way and returns how many,
