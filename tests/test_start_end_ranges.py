@@ -237,4 +237,4 @@ def test_a_range_the_capture_stopped_inside_lasts_to_the_last_nvtx_timestamp(tmp
         ("train", last),
     ]
     ((warnings,),) = con.sql("SELECT warnings FROM trace_meta").fetchall()
-    assert any(w.startswith("2 NVTX range(s) never ended") for w in json.loads(warnings))
+    assert any(w.startswith("2 NVTX range(s) stored without an end: each lasts") for w in json.loads(warnings))

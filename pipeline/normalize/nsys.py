@@ -262,7 +262,7 @@ def _unended_ranges(db: Sqlite) -> list[str]:
     kinds = ", ".join(map(str, PUSH_POP + START_END))
     n = db.column(f'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN ({kinds}) AND "end" IS NULL')[0]
     said = "each lasts to the last NVTX timestamp, as nsys's own reports read them"
-    return [f"{n} NVTX range(s) never ended (the capture stopped inside them): {said}"] if n else []
+    return [f"{n} NVTX range(s) stored without an end: {said}"] if n else []
 
 
 class _OutOfOrder(Exception):

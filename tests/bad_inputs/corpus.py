@@ -117,7 +117,7 @@ NSYS_CASES = [
             'UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid IN (SELECT rowid FROM NVTX_EVENTS '
             "WHERE text = 'fc' LIMIT 2);"
         ),
-        warning="2 NVTX range(s) never ended (the capture stopped inside them): each lasts to the last NVTX",
+        warning="2 NVTX range(s) stored without an end: each lasts to the last NVTX",
     ),
     Case(
         "nsys_orphan_kernels.sqlite",
