@@ -1,9 +1,12 @@
 """DuckDB 2.0.1's statistics propagation returns wrong rows over tables: a LEFT JOIN whose right side is an empty
-table read through a CTE is given at most 0 rows, and a LIMIT above it is dropped. In findings the same fault
-removed every slow_backward row of the train sample once its autotuning CTE read an empty table (stop 60's shared
-view, reverted then; stop 61 found the cause). The in-memory path, whose views are tables, turns the pass off;
-the Parquet path keeps it (the 10M-kernel analyze takes 2.15x without it), since a Parquet scan gives no such
-bound. benchmarks/results/statistics_propagation_s61.txt has the measurements.
+table read through a CTE is given at most 0 rows, and a LIMIT above it is dropped (the statement below gives 10
+rows, not 5, on a default connection). In findings the same fault removed every slow_backward row of the train
+sample once its autotuning CTE read an empty table (stop 60's shared view, reverted then; stop 61 found the
+cause). Wherever views become tables (analyze in memory, temp tables of a connection) the pass is off; the Parquet
+path keeps it (the 10M-kernel analyze takes 2.15x without it), since a Parquet scan gives no such bound.
+benchmarks/results/statistics_propagation_s61.txt has the measurements and the fault on a default connection,
+which is not asserted here: a DuckDB release that fixes it must not fail the suite (the guard's mutants then
+survive, which says the guard can go).
 
 The expected counts are plain arithmetic on the tables each test makes, not DuckDB's answer."""
 
@@ -37,13 +40,6 @@ def cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("cnn") / "n"
     normalize_file(SAMPLES / "h200_smallcnn" / "torch_trace.json.gz", folder, "cnn")
     return folder
-
-
-def test_duckdbs_default_drops_the_limit_over_an_empty_table() -> None:
-    # the fault the guard is for; once a DuckDB release fixes it, this fails and the guard can go
-    con = duckdb.connect()
-    con.execute("CREATE TABLE guard_e AS SELECT 'x' AS id WHERE false")
-    assert _count(con, "guard_e") == K_ROWS
 
 
 def test_an_empty_parquet_file_is_read_right_without_the_guard(tmp_path: Path) -> None:
@@ -80,8 +76,12 @@ def test_the_sql_shell_has_the_pass_off_where_it_makes_temp_tables(cnn: Path) ->
 
 
 #: DuckDB 2.0.1's optimizer passes with a known wrong result: statistics propagation (above) and common_subplan
-#: (duckdb/duckdb#24624, a UNION ALL of two LEFT JOINs of the same tables).
-RISKY_PASSES = "common_subplan,statistics_propagation"
+#: (duckdb/duckdb#24624, a UNION ALL of two LEFT JOINs of the same tables). Those the installed DuckDB has.
+RISKY_PASSES = ",".join(
+    name
+    for (name,) in duckdb.sql("SELECT name FROM duckdb_optimizers()").fetchall()
+    if name in ("common_subplan", "statistics_propagation")
+)
 
 
 def test_every_view_has_the_same_rows_with_the_risky_passes_off(tmp_path: Path) -> None:
