@@ -15,10 +15,11 @@
 -- messages say: the report's "GPU time" is of kernels alone.
 -- Rule: nothing here fails a run; `tracepipe analyze` prints each row as one warning line.  Kernel issues are
 -- grouped by their text up to the first ':' (the kind), so one odd register count per kernel stays one line.
--- Inductor's autotuning: GPU operations launched inside a `CachingAutotuner.*` op on their thread (_autotuning_spans:
--- a compiled region's first call benchmarks each Triton kernel's configs, and flushes the cache between runs) are
--- work of no step of the model, yet count in the region's layers: said from 1% of the trace's GPU time (the compiled sample's
--- first step: 88% of it, its top kernel the cache flush's FillFunctor, a diff against the eager run x29).
+-- Inductor's autotuning: GPU operations launched inside a `CachingAutotuner.*` op on their thread
+-- (_autotuning_spans: a compiled region's first call benchmarks each Triton kernel's configs, and flushes the cache
+-- between runs) are work of no step of the model, yet count in the region's layers: said from 1% of the trace's GPU
+-- time (the compiled sample's first step: 88% of it, its top kernel the cache flush's FillFunctor, a diff against
+-- the eager run x29).
 SELECT trace_id, 'device_limits' AS view, device_id, duplicate_rows AS count,
        'device ' || device_id || ': ' || duplicate_rows || ' more devices row(s) for this id dropped, kept "'
            || coalesce(name, '?') || '"' AS message,
