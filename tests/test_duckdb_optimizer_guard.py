@@ -19,6 +19,7 @@ import pytest
 
 from pipeline.analyze import connect, view_files, write_views
 from pipeline.analyze.engine import connect_folder
+from pipeline.errors import SettingError
 from pipeline.normalize import normalize_file
 from tests.conftest import SAMPLES
 
@@ -119,3 +120,19 @@ def test_every_view_has_the_same_rows_with_the_risky_passes_off(tmp_path: Path, 
         "SELECT count(*) FROM read_parquet($f)", {"f": str(tmp_path / "reference" / "findings.parquet")}
     ).fetchone()
     assert findings > 0  # the rules ran: there is something to lose
+
+
+def test_the_passes_a_user_turns_off_reach_duckdb_and_a_wrong_name_is_a_setting_error(
+    cnn: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TRACEPIPE_DISABLED_OPTIMIZERS: a way round a wrong plan, and benchmarks/optimizer_passes.py's switch
+    monkeypatch.setenv("TRACEPIPE_DISABLED_OPTIMIZERS", "common_subplan")
+    (off,) = connect(cnn, views=[]).execute("SELECT current_setting('disabled_optimizers')").fetchone()
+    assert off.split(",") == ["common_subplan"]
+    con = connect(cnn, views=[])
+    write_views(con, cnn.parent / "a", ["rank_jobs"], ("parquet",), in_memory=True)  # the guard adds its pass
+    (off,) = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
+    assert sorted(off.split(",")) == ["common_subplan", "statistics_propagation"]
+    monkeypatch.setenv("TRACEPIPE_DISABLED_OPTIMIZERS", "common_subplan,no_such_pass")
+    with pytest.raises(SettingError, match="TRACEPIPE_DISABLED_OPTIMIZERS: no such DuckDB optimizer pass no_such_pass"):
+        connect(cnn, views=[])

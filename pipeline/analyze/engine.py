@@ -442,13 +442,32 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def optimizer_setting(env: str) -> str:
+    """DuckDB optimizer passes to turn off, from the environment (comma-separated names of ``duckdb_optimizers()``),
+    validated: an unknown name is a setting error, not DuckDB's exception at connect."""
+    import duckdb
+
+    names = [n.strip() for n in os.environ.get(env, "").split(",") if n.strip()]
+    known = {name for (name,) in duckdb.sql("SELECT name FROM duckdb_optimizers()").fetchall()}
+    if unknown := sorted(set(names) - known):
+        raise SettingError(
+            f"{env}: no such DuckDB optimizer pass {', '.join(unknown)}; `SELECT name FROM "
+            "duckdb_optimizers()` lists them"
+        )
+    return ",".join(names)
+
+
 def duckdb_config() -> dict[str, str]:
     """A capped private spill folder (TRACEPIPE_TEMP_LIMIT overrides the cap) and, when TRACEPIPE_MEMORY_LIMIT is
     set, that memory limit (past it DuckDB spills sorts, joins and aggregates); without it :func:`connect` sizes
-    the limit to the input (:func:`default_memory_limit`)."""
+    the limit to the input (:func:`default_memory_limit`). TRACEPIPE_DISABLED_OPTIMIZERS turns DuckDB optimizer
+    passes off, as DuckDB's ``disabled_optimizers`` does: a way round a wrong plan of DuckDB's, and how
+    ``benchmarks/optimizer_passes.py`` checks that the views' rows do not depend on a pass."""
     config = {"temp_directory": spill_folder()}
     if "TRACEPIPE_MEMORY_LIMIT" in os.environ:
         config["memory_limit"] = f"{size_setting('TRACEPIPE_MEMORY_LIMIT', '')}B"
+    if off := optimizer_setting("TRACEPIPE_DISABLED_OPTIMIZERS"):
+        config["disabled_optimizers"] = off
     config["max_temp_directory_size"] = f"{size_setting('TRACEPIPE_TEMP_LIMIT', DEFAULT_TEMP_LIMIT)}B"
     return config
 
