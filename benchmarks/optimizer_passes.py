@@ -26,8 +26,9 @@ EXTERNAL = ROOT.parent / "shared" / "external_traces"
 
 
 def default_inputs() -> list[Path]:
-    """Every sample folder, and every external chrome trace and nsys export."""
-    samples = sorted(p for p in (ROOT / "sample_traces").iterdir() if p.is_dir())
+    """Every sample folder with a trace in it, and every external chrome trace and nsys export."""
+    traces = ("*.sqlite*", "*.json*", "*.csv*", "*.nsys-rep")  # not nsys_schemas/: table layouts, no trace
+    samples = sorted(p for p in (ROOT / "sample_traces").iterdir() if any(g for t in traces for g in p.glob(t)))
     external = sorted((EXTERNAL / "chrome").glob("*.json.gz")) + sorted((EXTERNAL / "nsys").glob("*.sqlite.gz"))
     return samples + external
 
