@@ -1407,6 +1407,14 @@ MUTANTS: list[Mutant] = [
         "a connection computing views into temp tables (materialize, the SQL shell's small traces) has it off",
         ("tests/test_duckdb_optimizer_guard.py",),
     ),
+    Mutant(
+        "disabled_optimizers_setting_dropped",
+        "pipeline/analyze/engine.py",
+        '        config["disabled_optimizers"] = off\n',
+        "        pass\n",
+        "TRACEPIPE_DISABLED_OPTIMIZERS reaches DuckDB's disabled_optimizers on the analysis connections",
+        ("tests/test_duckdb_optimizer_guard.py",),
+    ),
 ]
 
 
