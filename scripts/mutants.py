@@ -1370,8 +1370,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "findings_read_autotuning_kernels",
         "sql/findings.sql",
-        "    FROM kernel_layers k\n    ANTI JOIN tuning a\n",
-        "    FROM kernel_layers k\n    LEFT JOIN tuning a\n",
+        "    FROM kernel_layers k\n    ANTI JOIN _autotuning_spans a\n",
+        "    FROM kernel_layers k\n    LEFT JOIN _autotuning_spans a\n",
         "no findings rule reads the kernels of Inductor's autotuning (launched inside CachingAutotuner ops)",
         ("tests/test_compiled.py::test_no_finding_is_about_inductors_autotuning",),
     ),

@@ -96,15 +96,12 @@ cls AS (
     FROM finding_kernel_classes
 ),
 -- the shared inputs, each read (and bound) once; paths and layer names folded over numbered steps
-tuning AS (  -- Inductor's autotuning, spans a thread (an operation is inside one at most)
-    FROM _autotuning_spans
-),
 kl AS (  -- every kernel, but autotuning's
     SELECT trace_id, kernel_id, device_id, name, coalesce(short_name, name) AS kernel, duration_ns, pass,
            step_folded(path) AS path,
            step_folded(layer) AS layer
     FROM kernel_layers k
-    ANTI JOIN tuning a
+    ANTI JOIN _autotuning_spans a
       ON a.trace_id = k.trace_id AND a.tid = k.launch_tid AND a.pid_key = coalesce(k.launch_pid, -1)
      AND k.launch_start_ns BETWEEN a.start_ns AND a.end_ns
 ),
@@ -136,7 +133,7 @@ timeline AS (  -- every GPU operation (kernels, copies, memsets) on its device's
     FROM (SELECT g.trace_id, g.device_id, g.op_kind, g.op_row_id, g.duration_ns, g.graph_node_id, g.start_ns, g.end_ns,
                  g.launch_start_ns, a.trace_id IS NOT NULL AS tuning
           FROM gpu_op_layers g
-          LEFT JOIN tuning a   -- one span at most: no row doubled
+          LEFT JOIN _autotuning_spans a   -- one span at most: no row doubled
             ON a.trace_id = g.trace_id AND a.tid = g.launch_tid AND a.pid_key = coalesce(g.launch_pid, -1)
            AND g.launch_start_ns BETWEEN a.start_ns AND a.end_ns)
     WINDOW timeline AS (PARTITION BY trace_id, device_id ORDER BY start_ns, end_ns, op_kind, op_row_id),
@@ -396,7 +393,7 @@ copies AS (
     JOIN memcpy m ON m.trace_id = o.trace_id AND m.copy_id = o.op_row_id
     JOIN steps st ON st.trace_id = o.trace_id AND st.pid = o.launch_pid
                  AND o.launch_start_ns >= st.cpu_start_ns AND o.launch_start_ns < st.cpu_end_ns
-    ANTI JOIN tuning a
+    ANTI JOIN _autotuning_spans a
       ON a.trace_id = o.trace_id AND a.tid = o.launch_tid AND a.pid_key = coalesce(o.launch_pid, -1)
      AND o.launch_start_ns BETWEEN a.start_ns AND a.end_ns
     WHERE o.op_kind = 'memcpy' AND m.kind = 'Host-to-Device' AND m.src_kind = 'Pageable'
