@@ -444,11 +444,13 @@ def _alive(pid: int) -> bool:
 
 def optimizer_setting(env: str) -> str:
     """DuckDB optimizer passes to turn off, from the environment (comma-separated names of ``duckdb_optimizers()``),
-    validated: an unknown name is a setting error, not DuckDB's exception at connect."""
-    import duckdb
-
+    validated: an unknown name is a setting error, not DuckDB's exception at connect. Unset: nothing is asked of
+    DuckDB (every connection reads this)."""
     names = [n.strip() for n in os.environ.get(env, "").split(",") if n.strip()]
-    known = {name for (name,) in duckdb.sql("SELECT name FROM duckdb_optimizers()").fetchall()}
+    if not names:
+        return ""
+    with duckdb.connect() as probe:  # not DuckDB's default connection, which the caller's own state may hold
+        known = {name for (name,) in probe.execute("SELECT name FROM duckdb_optimizers()").fetchall()}
     if unknown := sorted(set(names) - known):
         raise SettingError(
             f"{env}: no such DuckDB optimizer pass {', '.join(unknown)}; `SELECT name FROM "
