@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from benchmarks._measure import rows_only_in
 from pipeline.analyze import connect, view_files, write_views
 from pipeline.analyze.engine import connect_folder
 from pipeline.errors import SettingError
@@ -110,9 +111,7 @@ def test_every_view_has_the_same_rows_with_the_risky_passes_off(tmp_path: Path, 
     differ = []
     for side, view in ((side, view) for side in ("parquet", "memory") for view in views):
         a, b = str(tmp_path / side / f"{view}.parquet"), str(tmp_path / "reference" / f"{view}.parquet")
-        only = "SELECT count(*) FROM (FROM read_parquet($a) EXCEPT ALL FROM read_parquet($b))"
-        (here,) = check.execute(only, {"a": a, "b": b}).fetchone()
-        (there,) = check.execute(only, {"a": b, "b": a}).fetchone()
+        here, there = rows_only_in(check, "FROM read_parquet($a)", "FROM read_parquet($b)", {"a": a, "b": b})
         if here or there:
             differ.append(f"{side} {view}: {here} rows only here, {there} only in the reference")
     assert not differ
