@@ -131,6 +131,14 @@ MUTANTS: list[Mutant] = [
         (SM,),
     ),
     Mutant(
+        "shared_mem_limit_without_optin",
+        "sql/kernel_occupancy.sql",
+        "                            THEN max_shared_mem_per_block_optin_bytes\n",
+        "                            THEN max_shared_mem_per_block_bytes\n",
+        "a block may use shared memory past the 48 KiB default up to the opt-in limit (Kineto's occupancy does not)",
+        ("tests/test_limits.py::test_kinetos_zero_occupancy_of_opt_in_shared_memory_kernels_is_not_ours",),
+    ),
+    Mutant(
         "share_of_all_traces",
         "sql/layer_summary.sql",
         "OVER (PARTITION BY p.trace_id), 0) AS share_pct",

@@ -23,7 +23,9 @@
 --   blocks_per_sm              DOUBLE blocks: blocks / sm_count (= PyTorch profiler `blocks per SM`)
 --   warps_per_sm               DOUBLE warps: blocks_per_sm * threads_per_block / warp_size (= profiler `warps per SM`)
 --   est_achieved_occupancy_pct DOUBLE %: 100 * min(blocks_per_sm, resident) * threads_per_block / max_threads_per_sm (=
---                                profiler `est. achieved occupancy %`, which rounds it)
+--                                profiler `est. achieved occupancy %`, which rounds it; except a kernel with more
+--                                shared memory a block than the 48 KiB default, which Kineto's occupancy query prints
+--                                as 0 %: it ignores the opt-in limit the kernel ran with)
 --   full_blocks_per_sm         BIGINT blocks: blocks // sm_count
 --   extra_block_sms            BIGINT SMs: blocks % sm_count: under round-robin dispatch SMs 0 .. extra_block_sms-1 get
 --                                one block more

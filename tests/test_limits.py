@@ -447,6 +447,48 @@ def test_real_v100_trace_matches_the_profilers_per_sm_figures(external: Path) ->
     assert d == ("Volta", 80, ["max_blocks_per_sm"])  # Kineto records no maxBlocksPerSm: the 7.0 row's 32
 
 
+def test_kinetos_zero_occupancy_of_opt_in_shared_memory_kernels_is_not_ours(tmp_path: Path) -> None:
+    # Kineto's est. achieved occupancy asks CUDA's occupancy calculator with the default shared-memory limit
+    # (libkineto CudaDeviceProperties.cpp: shmemLimitConfig FUNC_SHMEM_LIMIT_DEFAULT, maxDynamicSharedSizeBytes 0),
+    # so a kernel with more shared memory than the device's sharedMemPerBlock (48 KiB; opted in up to
+    # sharedMemPerBlockOptin) fits no block there and prints 0 %, though it ran. The H100 sample's 380 such nvjet and
+    # cuDNN kernels: by hand, each takes more than half the SM's shared memory, so exactly one block a SM is resident:
+    # 100 * min(blocks per SM, 1) * threads / maxThreadsPerMultiprocessor. Every other kernel: Kineto's own figure.
+    from decimal import Decimal
+
+    from pipeline.normalize import normalize_file
+
+    trace = ROOT / "sample_traces" / "h100_compiled_reduce_overhead" / "torch_trace.json.gz"
+    raw = json.loads(gzip.decompress(trace.read_bytes()), parse_float=Decimal)
+    props = raw["deviceProperties"][0]
+    assert (props["sharedMemPerBlock"], props["sharedMemPerMultiprocessor"]) == (49152, 233472)
+    by_key = {}
+    for e in raw["traceEvents"]:
+        if e.get("cat") == "kernel":
+            a = e["args"]
+            by_key[(a["correlation"], int(e["ts"] * 1000))] = a
+    normalize_file(trace, tmp_path)
+    ours = rows(
+        tmp_path,
+        "SELECT k.correlation_id, k.start_ns, w.est_achieved_occupancy_pct FROM kernels k "
+        "JOIN kernel_waves w USING (trace_id, kernel_id)",
+    )
+    assert len(ours) == len(by_key) == 12178
+    opted_in = other = 0
+    for corr, start, pct in ours:
+        a = by_key[(corr, start)]
+        if a["shared memory"] > props["sharedMemPerBlock"]:
+            assert 2 * a["shared memory"] > props["sharedMemPerMultiprocessor"] and a["est. achieved occupancy %"] == 0
+            threads = math.prod(a["block"])
+            expected = 100 * min(float(a["blocks per SM"]), 1.0) * threads / props["maxThreadsPerMultiprocessor"]
+            assert pct == pytest.approx(expected, rel=1e-5)  # blocks per SM as Kineto printed it, 6 digits
+            opted_in += 1
+        else:
+            assert abs(pct - float(a["est. achieved occupancy %"])) <= 0.5
+            other += 1
+    assert (opted_in, other) == (380, 11798)
+
+
 def test_real_gp100_trace_is_the_6_0_row_and_the_profilers_figures(external: Path) -> None:
     # A Quadro GP100 (cc 6.0) had no row: its 11 kernels got no occupancy. Its deviceProperties give the per-SM
     # totals the 6.0 row must hold, and Kineto's own blocks per SM, warps per SM and est. achieved occupancy the
