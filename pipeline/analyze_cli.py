@@ -89,7 +89,7 @@ def analyze(
       duckdb -c "SELECT * FROM 'build/analysis/layer_summary.parquet'"
     """
     from pipeline import catalog
-    from pipeline.analyze import analysis_warnings, connect, create_views, default_views, view_files, write_views
+    from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
     from pipeline.analyze.views import unknown_views
     from pipeline.outputs import output_folder, refuse_inside_normalized
 
@@ -114,18 +114,22 @@ def analyze(
     ticks = console.progress(iter(views), len(views), "analyze", quiet)
     next(ticks, None)  # the bar shows 0 of N until the first view is written
     tick = lambda _view: next(ticks, None)  # noqa: E731
+    # The warnings are computed with the views (their inputs staged as the views' are), unless -q
+    warned: list[str] = []
+    also = () if quiet else ("analysis_warnings",)
+    inspect = None if quiet else lambda c: warned.extend(analysis_warnings(c))
     if incremental:
-        con, outcome = inc.analyze_incremental(normalized, out, views, formats, device, sql_dir, done=tick)
+        _, outcome = inc.analyze_incremental(
+            normalized, out, views, formats, device, sql_dir, done=tick, also=also, inspect=inspect
+        )
         written = outcome.rows
     else:
         inc.forget(out)  # an incremental run's state no longer describes these outputs
         con = connect(normalized, sql_dir, views=[], device=device)  # write_views creates each view as it goes
-        written = write_views(con, out, views, formats, done=tick, sql_dir=sql_dir)
+        written = write_views(con, out, views, formats, done=tick, sql_dir=sql_dir, also=also, inspect=inspect)
     rows = {view: written[view] for view in views}
-    if not quiet:
-        create_views(con, sql_dir, only=["analysis_warnings"], keep_existing=True)
-        for line in analysis_warnings(con):
-            console.warn(line)
+    for line in warned:
+        console.warn(line)
     if incremental and not as_json and not quiet:
         how = f"full run: {outcome.reason}" if outcome.full else "the other captures' rows kept"
         console.out.print(f"incremental: recomputed {len(outcome.recomputed)} of {outcome.traces} traces ({how})")

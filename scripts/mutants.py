@@ -1423,6 +1423,20 @@ MUTANTS: list[Mutant] = [
         "TRACEPIPE_DISABLED_OPTIMIZERS reaches DuckDB's disabled_optimizers on the analysis connections",
         ("tests/test_duckdb_optimizer_guard.py",),
     ),
+    Mutant(
+        "warnings_over_uncomputed_views",
+        "pipeline/analyze_cli.py",
+        '    also = () if quiet else ("analysis_warnings",)\n'
+        "    inspect = None if quiet else lambda c: warned.extend(analysis_warnings(c))\n",
+        "    from pipeline.analyze import create_views\n\n"
+        "    also = ()\n"
+        "    inspect = None if quiet else lambda c: warned.extend(\n"
+        '        [create_views(c, sql_dir, only=["analysis_warnings"], keep_existing=True),'
+        " *analysis_warnings(c)][1:]\n"
+        "    )\n",
+        "analyze's warnings are computed with the views, their inputs staged, not as one statement over every view",
+        ("tests/test_report.py::test_demo_pipeline_on_every_sample",),
+    ),
 ]
 
 

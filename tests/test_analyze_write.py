@@ -89,6 +89,27 @@ def test_in_memory_and_through_parquet_write_the_same_files(tmp_path: Path) -> N
     )
 
 
+def test_views_computed_also_are_read_by_inspect_and_written_nowhere(tmp_path: Path) -> None:
+    """``also`` views are computed with the written ones, and ``inspect`` reads their rows before the temporary files
+    go: analysis_warnings beside one view equals the view analysis_warnings written alone, in every mode."""
+    norm = _normalize(tmp_path / "n")
+    normalize_file(SAMPLES / "h200_graph_whole" / "nsys.sqlite.gz", norm)  # whole-graph launches: no layer
+    write_views(connect(norm, views=[]), tmp_path / "alone", ["analysis_warnings"], ("parquet",), in_memory=False)
+    sql = "SELECT * FROM analysis_warnings ORDER BY ALL"
+    alone = duckdb.connect().read_parquet(str(tmp_path / "alone" / "analysis_warnings.parquet"))
+    expected = alone.query("analysis_warnings", sql).fetchall()
+    assert len(expected) >= 1  # the whole-graph capture's coverage at least
+    for mode, (in_memory, workers) in {"parquet": (False, 1), "memory": (True, 1), "concurrent": (True, 3)}.items():
+        seen: list[list[tuple]] = []
+        inspect = seen.append
+        rows = write_views(
+            connect(norm, views=[]), tmp_path / mode, ["kernel_name_summary"], ("parquet",), in_memory=in_memory,
+            workers=workers, also=("analysis_warnings",), inspect=lambda c, keep=inspect: keep(c.sql(sql).fetchall()),
+        )  # fmt: skip
+        assert list(rows) == ["kernel_name_summary"] and seen == [expected], mode
+        assert sorted(p.name for p in (tmp_path / mode).iterdir()) == ["kernel_name_summary.parquet"], mode
+
+
 def test_input_rows_counts_the_gpu_operations_and_ranges(tmp_path: Path) -> None:
     norm = tmp_path / "n"
     normalize_file(RESNET / "nsys.sqlite.gz", norm)

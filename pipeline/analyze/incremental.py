@@ -159,10 +159,12 @@ def analyze_incremental(
     device: str | None = None,
     sql_dir: Path = SQL_DIR,
     done: Callable[[str], None] | None = None,
+    also: tuple[str, ...] = (),
+    inspect: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, Outcome]:
     """Write ``views`` into ``out`` like :func:`pipeline.analyze.write_views`, recomputing only the captures
     whose traces changed since the last incremental run into ``out`` (everything on the first run, or when
-    anything else changed); returns the connection (every view readable, e.g. for analysis_warnings)."""
+    anything else changed); returns the connection. ``also`` and ``inspect``: as write_views'."""
     normalized, out = Path(normalized).resolve(), output_folder(Path(out))
     state_path = out / STATE_FILE
     generations = {tid: c.generation for tid, c in committed(normalized).items()}
@@ -181,7 +183,7 @@ def analyze_incremental(
     elif _shapes_outside_their_capture(con):
         reason = "layer_shapes rows name another capture than their trace's"
     if reason:
-        rows = write_views(con, out, views, formats, done=done, sql_dir=sql_dir)
+        rows = write_views(con, out, views, formats, done=done, sql_dir=sql_dir, also=also, inspect=inspect)
         _write_state(state_path, key, generations)
         return con, Outcome(rows, len(generations), sorted(generations), True, reason)
 
@@ -205,7 +207,9 @@ def analyze_incremental(
         return _combine(con, dest, part, changed, dest)  # None: no capture column, so computed in full
 
     try:
-        rows = write_views(con, out, views, formats, done=done, sql_dir=sql_dir, produce=combine)
+        rows = write_views(
+            con, out, views, formats, done=done, sql_dir=sql_dir, produce=combine, also=also, inspect=inspect
+        )
     finally:
         for path in parts:
             path.unlink(missing_ok=True)

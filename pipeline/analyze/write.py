@@ -96,9 +96,16 @@ def write_views(
     in_memory: bool | None = None,
     produce: Produce | None = None,
     workers: int | None = None,
+    also: tuple[str, ...] = (),
+    inspect: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> dict[str, int]:
     """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete;
     returns the rows of each view. ``done(view)`` is called as each view is written (progress).
+
+    ``also``: views computed with ``views``, staged as they are, but written to no file of ``out``. ``inspect(con)``
+    runs once every view is computed, before the temporary files go: what it reads of those views is their
+    computed result (``analyze`` prints analysis_warnings this way: over views that were never computed, the
+    view's SQL would plan every view under it as one statement, which ran out of memory on the 42 sample traces).
 
     Views are written in dependency order, each computed once: the views built on one
     (``layer_summary`` on ``kernel_layers``) read its result, not its SQL. ``in_memory`` (default: inputs of
@@ -121,16 +128,20 @@ def write_views(
     scratch: dict[str, Path] = {}
     files = view_files(sql_dir)
     have = defined_views(con)
-    order = needed_views(views, sql_dir)
+    computed = [*views, *(v for v in also if v not in views)]
+    order = needed_views(computed, sql_dir)
     workers = workers or view_workers()
     side_by_side = produce is None and not have.intersection(order) and workers > 1  # views computed at once
     if in_memory is None:
         in_memory = input_rows(con) <= in_memory_rows(side_by_side)
-    to_write = set(_views_to_write(views, sql_dir, staged=not in_memory))
+    to_write = set(_views_to_write(computed, sql_dir, staged=not in_memory))
     if in_memory:
         without_statistics_propagation(con)
     if in_memory and side_by_side:
-        return _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
+        rows = _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
+        if inspect is not None:  # every view a table of the database
+            inspect(con)
+        return rows
     limits = _Limits(con)
     try:
         for view in order:
@@ -166,6 +177,8 @@ def write_views(
             rows[view] = written
             if done is not None:
                 done(view)
+        if inspect is not None:  # before the scratch files go
+            inspect(con)
     finally:
         limits.set(spills=False)
         for view, path in scratch.items():  # back to its SQL: the connection stays usable
