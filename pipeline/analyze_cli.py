@@ -77,7 +77,8 @@ def analyze(
     device: str | None,
     incremental: bool,
 ) -> None:
-    """Run every view in sql/ over NORMALIZED and write each as Parquet (CSV on request).
+    """Run the views of sql/ over NORMALIZED and write each as Parquet (CSV on request): every public view but those
+    written on request (see --view).
 
     Each file is renamed into place only when complete; a failed run leaves earlier outputs intact.
 

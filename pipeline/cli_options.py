@@ -81,7 +81,9 @@ view_option = click.option(
     "--view",
     "only",
     multiple=True,
-    help="Write only these views (repeatable). Default: all but kernel_sm_load (kernels x SMs rows).",
+    help="Write only these views (repeatable). Default: every public view but the four written on request: "
+    "kernel_sm_load (kernels x SMs rows) and the intermediates compiled_statements, gpu_op_launches, "
+    "launch_point_layers.",
 )
 
 

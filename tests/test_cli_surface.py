@@ -297,3 +297,17 @@ def test_sql_output_file_takes_one_result(nsys_out: Path, tmp_path: Path) -> Non
     r = tp("sql", nsys_out, "CREATE TEMP TABLE t AS SELECT count(*) AS n FROM kernels; SELECT n FROM t", "-o", target)
     assert r.returncode == 0 and r.stdout == "", r.stderr
     assert target.read_text() == "n\n33\n"
+
+
+def test_view_help_names_every_view_written_only_on_request() -> None:
+    # `--view`'s default: every public view but those whose header says `-- analyze: on request`; the help named one
+    # of four. Read from the SQL headers here, so a view marked on request later fails this until the help says so.
+    from pipeline.analyze.views import ON_REQUEST
+    from pipeline.catalog import SQL_DIR
+
+    on_request = sorted(p.stem for p in SQL_DIR.glob("*.sql") if ON_REQUEST in p.read_text())
+    assert len(on_request) == 4
+    for command in ("analyze", "run"):
+        text = " ".join(click.unstyle(tp(command, "--help").stdout).split())
+        option = text.split("--view TEXT")[1].split(" --")[0]
+        assert "four written on request" in option and all(v in option for v in on_request), (command, option)
