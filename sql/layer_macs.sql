@@ -14,7 +14,7 @@
 --   macs_complete           BOOLEAN: false: a lower bound (a module inside it not analysed)
 --   trace_id                VARCHAR: the nsys / chrome trace; NULL when the capture has none
 --   forwards                DOUBLE: range calls / calls_per_forward
---   kernels                 HUGEINT: kernels whose innermost range is this layer, all forwards
+--   kernels                 BIGINT: kernels whose innermost range is this layer, all forwards
 --   gpu_time_ns             BIGINT ns: their summed duration
 --   gpu_time_per_forward_ns DOUBLE ns: gpu_time_ns / forwards
 --   analytic_macs_per_s     DOUBLE MAC/s: analytic_macs * forwards / GPU time
@@ -40,7 +40,8 @@ WITH shapes AS (
     SELECT c.capture_id, c.trace_id, c.layer, c.calls, coalesce(k.kernels, 0) AS kernels,
            coalesce(k.gpu_time_ns, 0) AS gpu_time_ns
     FROM calls c
-    LEFT JOIN (SELECT trace_id, layer, sum(kernels) AS kernels, CAST(sum(gpu_time_ns) AS BIGINT) AS gpu_time_ns
+    LEFT JOIN (SELECT trace_id, layer, CAST(sum(kernels) AS BIGINT) AS kernels,
+                      CAST(sum(gpu_time_ns) AS BIGINT) AS gpu_time_ns
                FROM layer_summary WHERE layer IS NOT NULL GROUP BY ALL) k USING (trace_id, layer)
 ), ncu AS (
     SELECT regexp_replace(k.trace_id, '\.[^.]*$', '') AS capture_id, k.trace_id AS ncu_trace_id,

@@ -9,7 +9,7 @@
 --   layer       VARCHAR: the last of those levels
 --   pass        VARCHAR: as in layer_diff_side
 --   calls       BIGINT: the calls of the range at that path, where the trace has it
---   kernels     HUGEINT: summed kernels
+--   kernels     BIGINT: summed kernels
 --   gpu_time_ns BIGINT ns: summed GPU time
 --   macs        BIGINT MACs: summed; NULL when no row of the group has them
 -- Rule: a row's work counts under its ancestor at depth N (a path of N levels or fewer is its own); each group
@@ -20,7 +20,7 @@ WITH rolled AS (
     FROM diff_side
 )
 SELECT trace_id, top AS path, CASE WHEN top IS NOT NULL THEN string_split(top, '/')[-1] END AS layer,
-       pass, max(calls) FILTER (WHERE path = top) AS calls, sum(kernels) AS kernels,
+       pass, max(calls) FILTER (WHERE path = top) AS calls, CAST(sum(kernels) AS BIGINT) AS kernels,
        CAST(sum(gpu_time_ns) AS BIGINT) AS gpu_time_ns, CAST(sum(macs) AS BIGINT) AS macs
 FROM rolled
 GROUP BY trace_id, top, pass
