@@ -17,6 +17,7 @@ from pipeline.errors import (
     BadInputError,
     OutputError,
     SettingError,
+    damaged_parquet,
     os_error_reason,
 )
 
@@ -97,6 +98,9 @@ def _run_main() -> None:
                 f"out of memory: {str(e).strip().splitlines()[0]}: raise TRACEPIPE_MEMORY_LIMIT or "
                 "TRACEPIPE_TEMP_LIMIT (spill space under TMPDIR), lower TRACEPIPE_THREADS, or query fewer traces"
             )
+            sys.exit(EXIT_BAD_INPUT)
+        if (damaged := damaged_parquet(e)) is not None:  # a file of a tracepipe folder, cut short or removed
+            console.fail(str(damaged))
             sys.exit(EXIT_BAD_INPUT)
         _internal(e)
 

@@ -70,3 +70,26 @@ def os_error_reason(e: OSError) -> str | None:
         return None
     where = e.filename if e.filename is not None else "a file"
     return f"{where}: {fix}"
+
+
+#: DuckDB's errors for a Parquet file of a tracepipe folder that is not whole, each pattern naming the file: cut
+#: short (a disk that filled, a copy stopped), overwritten or removed by hand. Messages of DuckDB 1.1 to 2.0.
+DAMAGED_PARQUET_MESSAGES = (
+    re.compile(r"No magic bytes found at end of file '(?P<path>[^']+)'"),
+    re.compile(r"File '(?P<path>[^']+)' too small to be a Parquet file"),
+    re.compile(r'No files found that match the pattern "(?P<path>[^"*?\[]+)"'),  # one file, not a glob
+)
+
+
+def damaged_parquet(e: Exception) -> BadInputError | None:
+    """A DuckDB error about a damaged or missing Parquet file, as bad input naming the file and the command that
+    writes it again; None for any other error."""
+    for pattern in DAMAGED_PARQUET_MESSAGES:
+        if m := pattern.search(str(e)):
+            path = Path(m["path"])
+            if ".tracepipe" in path.parts:  # a normalized folder's copy of a trace
+                fix = "normalize that trace again into the folder (tracepipe normalize SOURCE --out FOLDER --force)"
+            else:
+                fix = "write it again (tracepipe analyze, for a view's file)"
+            return BadInputError(path, f"not a whole Parquet file (cut short, overwritten or removed): {fix}")
+    return None

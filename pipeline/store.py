@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from pipeline.errors import BadInputError
 from pipeline.schema import TABLES, conform
 
 PART = "part-0.parquet"
@@ -168,14 +169,26 @@ class Committed:
 
 
 def _read_manifest(out: Path, trace_id: str) -> Committed | None:
+    """The trace's committed generation, None when it has no manifest. A manifest no writer left (cut short, edited)
+    or one whose generation folder is gone (removed by hand: writers remove only generations no manifest names) is
+    bad input naming the file and the fix, never a JSON or file-not-found error."""
     path = _manifest_path(out, trace_id)
     try:
         doc = json.loads(path.read_text())
+        gen, tables = str(doc["generation"]), list(doc["tables"])
     except FileNotFoundError:
         return None
-    gen = str(doc["generation"])
+    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+        raise BadInputError(
+            path, f"not a manifest tracepipe wrote (cut short or edited): delete it and normalize {trace_id} again"
+        ) from e
     folder = _generation_dir(out, trace_id, gen)
-    return Committed(trace_id, gen, {t: folder / f"{t}.parquet" for t in doc["tables"] if t in TABLES})
+    if not folder.is_dir():
+        raise BadInputError(
+            folder,
+            f"missing, though {path} names it (removed by hand?): delete that file and normalize {trace_id} again",
+        )
+    return Committed(trace_id, gen, {t: folder / f"{t}.parquet" for t in tables if t in TABLES})
 
 
 def committed(out: Path) -> dict[str, Committed]:

@@ -1424,6 +1424,22 @@ MUTANTS: list[Mutant] = [
         ("tests/test_duckdb_optimizer_guard.py",),
     ),
     Mutant(
+        "damaged_manifest_is_a_crash",
+        "pipeline/store.py",
+        "    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError\n",
+        "    except OSError as e:\n",
+        "a manifest cut short or edited is bad input naming it (exit 2), not a JSON error (exit 1)",
+        ("tests/test_store_safety.py::test_a_damaged_manifest_or_a_lost_trace_folder_is_named_not_a_crash",),
+    ),
+    Mutant(
+        "damaged_parquet_is_a_crash",
+        "pipeline/cli.py",
+        "        if (damaged := damaged_parquet(e)) is not None:",
+        "        if (damaged := damaged_parquet(e)) is not None and False:",
+        "a Parquet file of a tracepipe folder cut short is bad input naming it (exit 2), not DuckDB's error (exit 1)",
+        ("tests/test_store_safety.py::test_a_cut_parquet_file_is_named_with_the_command_that_writes_it_again",),
+    ),
+    Mutant(
         "warnings_over_uncomputed_views",
         "pipeline/analyze_cli.py",
         '    also = () if quiet else ("analysis_warnings",)\n'

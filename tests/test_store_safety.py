@@ -329,3 +329,64 @@ def test_a_writer_waiting_for_the_lock_says_so(tmp_path: Path) -> None:
     holder.communicate("go\n")
     assert run.wait(timeout=300) == 0, run.stderr.read()
     assert committed_contents(out)["kernels"].num_rows == 33
+
+
+# ------------------------------------------------------------------------------ damaged folders: exit 2, one line
+
+
+def _one_line(r: subprocess.CompletedProcess, names: Path) -> str:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1 and str(names) in r.stderr
+    return r.stderr
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("good") / "o"
+    r = tp("run", SMALLCNN / "torch_trace.json.gz", SMALLCNN / "nsys.sqlite.gz", "--out", out, "-q")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_a_damaged_manifest_or_a_lost_trace_folder_is_named_not_a_crash(good_run: Path, tmp_path: Path) -> None:
+    # A manifest cut short or edited, or the generation folder it names removed by hand, gave JSONDecodeError /
+    # IOException / FileNotFoundError with exit 1 in analyze, sql and normalize.
+    ids = sorted(p.stem for p in (good_run / "normalized" / ".tracepipe" / "manifests").glob("*.json"))
+    assert len(ids) == 2
+    broken = shutil.copytree(good_run, tmp_path / "o")
+    norm = broken / "normalized"
+    manifest = norm / ".tracepipe" / "manifests" / f"{ids[0]}.json"
+    manifest.write_text("{bad")
+    for args in (("analyze", norm, "--out", tmp_path / "a", "-q"), ("sql", norm, "SELECT 1")):
+        assert "not a manifest tracepipe wrote" in _one_line(tp(*args), manifest)
+    # the fix it names: delete the manifest, normalize the trace again
+    manifest.unlink()
+    source = SMALLCNN / ("nsys.sqlite.gz" if ids[0].endswith("nsys") else "torch_trace.json.gz")
+    assert tp("normalize", source, "--out", norm, "--trace-id", ids[0], "-q").returncode == 0
+    assert connect(norm).sql("SELECT count(DISTINCT trace_id) FROM kernels").fetchall() == [(2,)]
+    shutil.rmtree(norm / ".tracepipe" / "traces" / ids[1])
+    said = _one_line(tp("sql", norm, "SELECT count(*) FROM kernels"), norm / ".tracepipe" / "traces" / ids[1])
+    assert "missing, though" in said
+
+
+def test_a_cut_parquet_file_is_named_with_the_command_that_writes_it_again(good_run: Path, tmp_path: Path) -> None:
+    # A normalized table or a view's file cut short (a full disk, a copy stopped) gave DuckDB's InvalidInputException
+    # or polars' ComputeError with exit 1 in analyze, sql, findings, export and diff.
+    broken = shutil.copytree(good_run, tmp_path / "o")
+    norm, analysis = broken / "normalized", broken / "analysis"
+    [kernels] = [p for p in norm.glob(".tracepipe/traces/*nsys/*/kernels.parquet")]
+    kernels.write_bytes(kernels.read_bytes()[: kernels.stat().st_size // 2])
+    for args in (
+        ("analyze", norm, "--out", tmp_path / "a", "-q"),
+        ("sql", norm, "SELECT count(*) FROM kernels"),
+        ("findings", norm),
+        ("export", "perfetto", norm, "--trace-id", kernels.parts[-3], "-o", tmp_path / "p.json"),
+    ):
+        assert "normalize that trace again" in _one_line(tp(*args), kernels), args
+    for view, args in (
+        ("layer_summary", ("diff", f"{analysis}:{kernels.parts[-3]}", f"{analysis}:{kernels.parts[-3]}")),
+        ("kernel_layers", ("sql", analysis, "SELECT 1")),
+        ("findings", ("findings", analysis)),
+    ):
+        (analysis / f"{view}.parquet").write_bytes(b"")
+        _one_line(tp(*args), analysis / f"{view}.parquet")

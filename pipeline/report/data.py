@@ -139,9 +139,10 @@ class Views:
         return sorted(self.required["kernel_layers"]["trace_id"].unique().to_list())
 
 
-def _read(path: Path) -> pl.DataFrame:
+def read_view_file(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
+    """A view's Parquet file as a frame; one not readable (cut short, overwritten) is bad input naming it."""
     try:
-        return pl.read_parquet(path)
+        return pl.read_parquet(path, columns=columns)
     except Exception as e:  # polars raises several types for a truncated or foreign file
         raise BadInputError(path, f"not a readable Parquet file ({type(e).__name__}: {str(e).splitlines()[0]})") from e
 
@@ -164,7 +165,7 @@ def load(folder: Path) -> Views:
         raise BadInputError(files[missing[0]], "missing (re-run `tracepipe analyze`)")
     required = {}
     for name, path in files.items():
-        df = _read(path)
+        df = read_view_file(path)
         lacking = [c for c in REQUIRED[name] if c not in df.columns]
         if lacking:
             raise BadInputError(path, f"lacks column(s) {', '.join(lacking)}")
@@ -177,7 +178,7 @@ def load(folder: Path) -> Views:
         if not path.is_file():
             views.unavailable[section] = f"not available (view {spec.view} missing)"
             continue
-        df = _read(path)
+        df = read_view_file(path)
         chosen = {canon: next((c for c in names if c in df.columns), None) for canon, names in spec.columns.items()}
         lacking = [canon for canon in spec.need if chosen[canon] is None]
         if lacking:

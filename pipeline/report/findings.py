@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from pipeline.errors import BadInputError
 from pipeline.outputs import wrong_folder
+from pipeline.report.data import read_view_file
 
 #: Lines the terminal table may take when the terminal's height is unknown (output piped to a file).
 DEFAULT_SCREEN_LINES = 40
@@ -41,7 +42,7 @@ def load(folder: Path, trace_id: str | None = None, rule: str | None = None) -> 
     folder (each view it needs computed once). Ranked by time at stake; ``trace_id`` / ``rule`` filter them."""
     parquet = folder / "findings.parquet"
     if parquet.is_file():
-        df = pl.read_parquet(parquet)
+        df = read_view_file(parquet)
     elif (folder / "trace_meta").is_dir():
         df = compute(folder)
     else:
@@ -75,7 +76,7 @@ def _trace_ids(folder: Path, findings: pl.DataFrame) -> list[str]:
     if (folder / "trace_meta").is_dir():
         ids |= set(trace_ids(folder))
     elif (coverage := folder / "layer_coverage.parquet").is_file():
-        ids |= set(pl.read_parquet(coverage, columns=["trace_id"])["trace_id"].to_list())
+        ids |= set(read_view_file(coverage, ["trace_id"])["trace_id"].to_list())
     return sorted(ids)
 
 

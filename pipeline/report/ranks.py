@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.report.data import read_view_file
 from pipeline.report.html import Col, block, integer, note, table, us
 
 OUTSIDE = "(outside ranges)"
@@ -35,12 +36,12 @@ def load_jobs(analysis: Path) -> list[Ranks]:
     files = {v: analysis / f"{v}.parquet" for v in VIEWS}
     if not all(f.is_file() for f in files.values()):
         return []
-    jobs = pl.read_parquet(files["rank_jobs"])
+    jobs = read_view_file(files["rank_jobs"])
     if jobs.height == 0:
         return []
-    per_rank = pl.read_parquet(files["rank_layer_time"])
-    spread = pl.read_parquet(files["layer_rank_spread"])
-    stragglers = pl.read_parquet(files["layer_stragglers"])
+    per_rank = read_view_file(files["rank_layer_time"])
+    spread = read_view_file(files["layer_rank_spread"])
+    stragglers = read_view_file(files["layer_stragglers"])
     out = []
     for job in sorted(jobs["job"].unique().to_list()):
         traces = jobs.filter(pl.col("job") == job)["trace_id"].to_list()
