@@ -92,7 +92,8 @@ def analyze(
     from pipeline import catalog
     from pipeline.analyze import analysis_warnings, connect, default_views, view_files, write_views
     from pipeline.analyze.views import unknown_views
-    from pipeline.outputs import output_folder, refuse_inside_normalized
+    from pipeline.outputs import inputs_stamp, output_folder, refuse_inside_normalized
+    from pipeline.store import committed
 
     refuse_inside_normalized(out)  # before anything is read or written (write_views checks it again)
     sql_dir = catalog.SQL_DIR
@@ -119,15 +120,19 @@ def analyze(
     warned: list[str] = []
     also = () if quiet else ("analysis_warnings",)
     inspect = None if quiet else lambda c: warned.extend(analysis_warnings(c))
+    # Each view's file says what it was computed over: a report refuses a folder whose views disagree
+    stamp = inputs_stamp({t: c.generation for t, c in committed(normalized).items()}, device)
     if incremental:
         _, outcome = inc.analyze_incremental(
-            normalized, out, views, formats, device, sql_dir, done=tick, also=also, inspect=inspect
+            normalized, out, views, formats, device, sql_dir, done=tick, also=also, inspect=inspect, stamp=stamp
         )
         written = outcome.rows
     else:
         inc.forget(out)  # an incremental run's state no longer describes these outputs
         con = connect(normalized, sql_dir, views=[], device=device)  # write_views creates each view as it goes
-        written = write_views(con, out, views, formats, done=tick, sql_dir=sql_dir, also=also, inspect=inspect)
+        written = write_views(
+            con, out, views, formats, done=tick, sql_dir=sql_dir, also=also, inspect=inspect, stamp=stamp
+        )
     rows = {view: written[view] for view in views}
     for line in warned:
         console.warn(line)

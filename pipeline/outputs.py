@@ -132,3 +132,31 @@ def writing(path: Path) -> Iterator[None]:
         if fix is None:
             raise
         raise OutputError(f"{path}: {fix}") from e
+
+
+#: The Parquet key-value metadata key of a view's file: the inputs it was computed over (:func:`inputs_stamp`), so a
+#: reader of several views can tell a folder whose views come from different inputs (an analyze killed midway after
+#: a trace was added, or one of other traces into the same folder) from one whose views were added later.
+INPUTS_KEY = "tracepipe_inputs"
+
+
+def inputs_stamp(generations: dict[str, str | None], device: str | None) -> str:
+    """What the views of an analysis were computed over, as hex: each trace's committed generation (a re-normalized
+    trace gets a new one) and the projected device."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps([sorted(generations.items()), device]).encode()).hexdigest()[:32]
+
+
+def file_stamp(path: Path) -> str | None:
+    """A view file's :data:`INPUTS_KEY` (None: written without one, by an older tracepipe or incremental analyze, or
+    not readable: its reader says so)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(path).metadata or {}
+    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+        return None
+    value = meta.get(INPUTS_KEY.encode())
+    return value.decode() if value is not None else None

@@ -1440,6 +1440,22 @@ MUTANTS: list[Mutant] = [
         ("tests/test_store_safety.py::test_a_cut_parquet_file_is_named_with_the_command_that_writes_it_again",),
     ),
     Mutant(
+        "views_over_other_inputs_reported",
+        "pipeline/report/data.py",
+        "    if len(stamps) < 2:\n        return None\n",
+        "    if len(stamps) < 99:\n        return None\n",
+        "a report refuses an analysis folder whose views were computed over different traces",
+        ("tests/test_report.py::test_views_over_different_inputs_are_refused_and_views_added_later_are_not",),
+    ),
+    Mutant(
+        "stamp_changes_with_every_view",
+        "pipeline/analyze_cli.py",
+        "    stamp = inputs_stamp({t: c.generation for t, c in committed(normalized).items()}, device)\n",
+        "    stamp = inputs_stamp({t: c.generation for t, c in committed(normalized).items()}, str(only))\n",
+        "a view written later over the same traces has its folder's stamp: adding a view leaves the report working",
+        ("tests/test_report.py::test_views_over_different_inputs_are_refused_and_views_added_later_are_not",),
+    ),
+    Mutant(
         "warnings_over_uncomputed_views",
         "pipeline/analyze_cli.py",
         '    also = () if quiet else ("analysis_warnings",)\n'

@@ -21,7 +21,7 @@ from pipeline.analyze import connect, view_files, write_views
 from pipeline.report.browser_check import overflows
 from pipeline.report.build import build_report
 from pipeline.report.tables import kernel_table
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, SMALLCNN
 from tests.test_cli import TP, tp
 
 SM_COUNT = 132  # H200
@@ -184,6 +184,25 @@ def test_bad_input_names_the_folder_and_writes_nothing(analysis: Path, tmp_path:
     (broken / "layer_timeline.parquet").unlink()
     r = tp("report", broken, "--out", out)
     assert r.returncode == 2 and "layer_timeline.parquet: missing" in r.stderr, r.stderr
+
+
+def test_views_over_different_inputs_are_refused_and_views_added_later_are_not(tmp_path: Path) -> None:
+    # An analyze of two views after a trace was added (or one killed midway) left kernel_layers over two traces and
+    # layer_summary over one: the report drew an empty bar chart and exited 1 (ValueError). Each view's file now
+    # says what it was computed over; a view written later over the same traces (kernel_sm_load) is fine.
+    out = tmp_path / "o"
+    assert tp("run", SMALLCNN / "torch_trace.json.gz", "--out", out, "-q").returncode == 0
+    assert tp("normalize", SMALLCNN / "nsys.sqlite.gz", "--out", out / "normalized", "-q").returncode == 0
+    views = ("--view", "kernel_layers", "--view", "layer_timeline")
+    assert tp("analyze", out / "normalized", "--out", out / "analysis", *views, "-q").returncode == 0
+    r = tp("report", out / "analysis", "--out", tmp_path / "r", "-q")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "computed over different traces" in r.stderr
+    assert not (tmp_path / "r").exists()
+    for more in ((), ("--view", "kernel_sm_load")):
+        assert tp("analyze", out / "normalized", "--out", out / "analysis", *more, "-q").returncode == 0
+    r = tp("report", out / "analysis", "--out", tmp_path / "r", "--json")
+    assert r.returncode == 0, r.stderr
+    assert sorted(json.loads(r.stdout)["traces"]) == ["h200_smallcnn.nsys", "h200_smallcnn.torch_trace"]
 
 
 def test_demo_pipeline_on_every_sample(tmp_path: Path) -> None:

@@ -161,10 +161,12 @@ def analyze_incremental(
     done: Callable[[str], None] | None = None,
     also: tuple[str, ...] = (),
     inspect: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    stamp: str | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, Outcome]:
     """Write ``views`` into ``out`` like :func:`pipeline.analyze.write_views`, recomputing only the captures
     whose traces changed since the last incremental run into ``out`` (everything on the first run, or when
-    anything else changed); returns the connection. ``also`` and ``inspect``: as write_views'."""
+    anything else changed); returns the connection. ``also``, ``inspect`` and ``stamp``: as write_views' (a
+    combined view's file carries no stamp)."""
     normalized, out = Path(normalized).resolve(), output_folder(Path(out))
     state_path = out / STATE_FILE
     generations = {tid: c.generation for tid, c in committed(normalized).items()}
@@ -183,7 +185,9 @@ def analyze_incremental(
     elif _shapes_outside_their_capture(con):
         reason = "layer_shapes rows name another capture than their trace's"
     if reason:
-        rows = write_views(con, out, views, formats, done=done, sql_dir=sql_dir, also=also, inspect=inspect)
+        rows = write_views(
+            con, out, views, formats, done=done, sql_dir=sql_dir, also=also, inspect=inspect, stamp=stamp
+        )
         _write_state(state_path, key, generations)
         return con, Outcome(rows, len(generations), sorted(generations), True, reason)
 
@@ -208,7 +212,16 @@ def analyze_incremental(
 
     try:
         rows = write_views(
-            con, out, views, formats, done=done, sql_dir=sql_dir, produce=combine, also=also, inspect=inspect
+            con,
+            out,
+            views,
+            formats,
+            done=done,
+            sql_dir=sql_dir,
+            produce=combine,
+            also=also,
+            inspect=inspect,
+            stamp=stamp,
         )
     finally:
         for path in parts:

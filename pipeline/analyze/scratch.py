@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.outputs import writing
+from pipeline.outputs import INPUTS_KEY, writing
 
 #: Rows per row group of a view's Parquet file. DuckDB's writer holds each thread's row group until it is full
 #: (122,880 rows by default): kernel_layers' wide rows made that ~100 MB of analyze's peak RSS on a 220k-kernel
@@ -21,14 +21,19 @@ from pipeline.outputs import writing
 ROW_GROUP_ROWS = 16_384
 
 
-def copy_view(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str) -> int:
-    """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written."""
+def copy_view(con: duckdb.DuckDBPyConnection, view: str, dest: Path, fmt: str, stamp: str | None = None) -> int:
+    """``view`` (a view or table name) into ``dest``, renamed into place only when complete; the rows written.
+    ``stamp`` (hex): the Parquet file's :data:`INPUTS_KEY`."""
     tmp = dest.with_name(f".{dest.name}.tmp-{uuid.uuid4().hex[:8]}")
     options = (
         f"FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION v2, ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
         if fmt == "parquet"
         else "FORMAT csv, HEADER true"
     )
+    if stamp is not None and fmt == "parquet":
+        if not stamp.isalnum():
+            raise ValueError(f"a stamp is hex digits: {stamp!r}")
+        options += f", KV_METADATA {{{INPUTS_KEY}: '{stamp}'}}"
     try:
         with writing(dest):  # a full disk names the view's file: exit 2, not DuckDB's IOException
             (rows,) = con.execute(f"COPY (SELECT * FROM {view}) TO $path ({options})", {"path": str(tmp)}).fetchall()[0]

@@ -98,6 +98,7 @@ def write_views(
     workers: int | None = None,
     also: tuple[str, ...] = (),
     inspect: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    stamp: str | None = None,
 ) -> dict[str, int]:
     """Each view as ``out/<view>.parquet`` (and ``.csv``), each file renamed into place only when complete;
     returns the rows of each view. ``done(view)`` is called as each view is written (progress).
@@ -106,6 +107,8 @@ def write_views(
     runs once every view is computed, before the temporary files go: what it reads of those views is their
     computed result (``analyze`` prints analysis_warnings this way: over views that were never computed, the
     view's SQL would plan every view under it as one statement, which ran out of memory on the 42 sample traces).
+
+    ``stamp``: each Parquet file of ``views`` carries it (``scratch.inputs_stamp``: what the views were computed over).
 
     Views are written in dependency order, each computed once: the views built on one
     (``layer_summary`` on ``kernel_layers``) read its result, not its SQL. ``in_memory`` (default: inputs of
@@ -138,7 +141,7 @@ def write_views(
     if in_memory:
         without_statistics_propagation(con)
     if in_memory and side_by_side:
-        rows = _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done)
+        rows = _write_in_memory_concurrently(con, out, views, formats, order, to_write, files, workers, done, stamp)
         if inspect is not None:  # every view a table of the database
             inspect(con)
         return rows
@@ -158,13 +161,13 @@ def write_views(
             if written is None and in_memory and view not in have:
                 con.execute(f"CREATE OR REPLACE TABLE {view} AS\n{sql}")
                 if wanted:
-                    written = copy_view(con, view, parquet, "parquet")
+                    written = copy_view(con, view, parquet, "parquet", stamp)
             else:
                 if view not in have:
                     con.execute(f"CREATE OR REPLACE VIEW {view} AS\n{sql}")
                 if written is None:
                     limits.set(SPILLS in sql)
-                    written = copy_view(con, view, parquet, "parquet")
+                    written = copy_view(con, view, parquet, "parquet", stamp if wanted else None)
                 if not wanted:
                     scratch[view] = parquet
                 read_back(con, view, parquet)
@@ -248,6 +251,7 @@ def _write_in_memory_concurrently(
     files: dict[str, Path],
     workers: int,
     done: Callable[[str], None] | None,
+    stamp: str | None = None,
 ) -> dict[str, int]:
     """``write_views`` in memory with ``workers`` views computed at once, each on a cursor of ``con`` (another
     connection to the same database: it sees the tables and views of the database, and :func:`cursor_of`
@@ -275,7 +279,7 @@ def _write_in_memory_concurrently(
         cur.execute(f"CREATE OR REPLACE TABLE {view} AS\n{sql}")
         if view not in views:
             return None
-        written = copy_view(cur, view, out / f"{view}.parquet", "parquet") if "parquet" in formats else None
+        written = copy_view(cur, view, out / f"{view}.parquet", "parquet", stamp) if "parquet" in formats else None
         for fmt in formats:
             if fmt != "parquet":
                 n = copy_view(cur, view, out / f"{view}.{fmt}", fmt)
