@@ -311,3 +311,10 @@ def test_view_help_names_every_view_written_only_on_request() -> None:
         text = " ".join(click.unstyle(tp(command, "--help").stdout).split())
         option = text.split("--view TEXT")[1].split(" --")[0]
         assert "four written on request" in option and all(v in option for v in on_request), (command, option)
+
+
+def test_a_scheduler_that_is_not_one_is_a_bad_setting(tmp_path: Path) -> None:
+    # `--scheduler notaurl` gave dask's ValueError, an unreachable one its OSError, with exit 1 (a bug's code).
+    r = tp("normalize", SMALLCNN / "torch_trace.json.gz", "--out", tmp_path / "n", "--scheduler", "notaurl")
+    said = one_line_error(r, 2)
+    assert "--scheduler notaurl: no Dask scheduler answers there" in said

@@ -269,9 +269,17 @@ def _on_dask(tasks: list[Task], out: Path, force: bool, scheduler: str) -> Itera
         from dask.distributed import Client
         from dask.distributed import as_completed as dask_completed
     except ImportError as e:
-        raise RuntimeError("--scheduler needs dask.distributed: pip install 'tracepipe[dask]'") from e
+        raise SettingError("--scheduler needs dask.distributed: pip install 'tracepipe[dask]'") from e
     out = out.resolve()
-    with Client(scheduler) as client:
+    try:
+        client = Client(scheduler)
+    except (OSError, ValueError, TypeError) as e:  # no scheduler there (timed out, refused), or not an address
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SettingError(
+            f"--scheduler {scheduler}: no Dask scheduler answers there ({said}): give the tcp://HOST:PORT that "
+            "`dask scheduler` prints, with workers that see the same paths"
+        ) from e
+    with client:
         futures = [
             client.submit(normalize_one, t.index, t.path.resolve(), out, t.trace_id, force, t.note, pure=False)
             for t in tasks
