@@ -84,11 +84,22 @@ def made_folder(out: Path) -> Path:
     return out
 
 
+def file_to_replace(path: Path) -> Path:
+    """The file a result written to ``path`` replaces (written beside it, then renamed over it): the file a symlink
+    points to (as a shell's ``>`` writes through the link; renaming over the link would turn it into a plain
+    file), or ``path`` itself. A pipe, a device or a socket there is refused: renaming over it would replace it
+    (as root, ``-o /dev/full`` replaced the device)."""
+    target = path.resolve() if path.is_symlink() else path
+    if target.exists() and not (target.is_file() or target.is_dir()):  # a folder: each caller names it
+        raise OutputError(f"cannot write {path}: not a regular file (a pipe, a device or a socket); give a file name")
+    return target
+
+
 def check_new_file(output: Path, protected: Path | None = None, overwrite: bool = True) -> Path:
     """``output`` made absolute once it is safe to write: its folder exists, it is not a folder, it is not
     inside normalized data (:func:`refuse_inside_normalized`; ``protected``, the folder a command reads, is
     named when the file is inside it) and, without ``overwrite``, it does not exist yet."""
-    target = output.expanduser().absolute()
+    target = file_to_replace(output.expanduser().absolute())
     if not target.parent.is_dir():
         raise OutputError(f"cannot write {output}: no folder {target.parent} (create it first)")
     if target.is_dir():

@@ -224,3 +224,25 @@ def test_max_rows_option_past_64_bits_is_a_usage_error(normalized: Path) -> None
     assert f"Invalid value for --max-rows: 99999999999999999999 is not a whole number from 1 to {2**63 - 1}" in r.stderr
     r = tp("sql", normalized, "SELECT 42 AS x", "--max-rows", str(2**63 - 1))
     assert r.returncode == 0 and "42" in r.stdout, r.stderr
+
+
+def test_a_link_is_written_through_and_a_pipe_is_refused(tmp_path: Path) -> None:
+    # Each result file is written beside its name, then renamed over it: a symlink became a plain file (its target
+    # unchanged), a FIFO or a device was replaced (as root, `sql -o /dev/full` replaced the device).
+    norm = tmp_path / "n"
+    normalize_file(SMALLCNN / "nsys.sqlite.gz", norm)
+    target, link, pipe = tmp_path / "target.csv", tmp_path / "link.csv", tmp_path / "pipe.json"
+    target.write_text("old\n")
+    link.symlink_to(target.name)
+    os.mkfifo(pipe)
+    r = tp("sql", norm, "SELECT count(*) AS n FROM kernels", "-o", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and target.read_text().splitlines() == ["n", str(KERNELS)]
+    for args in (
+        ("sql", norm, "SELECT 1", "-o", pipe),
+        ("findings", norm, "-o", pipe),
+        ("export", "perfetto", norm, "--trace-id", TRACE, "-o", pipe),
+    ):
+        r = tp(*args)
+        assert r.returncode == 2 and "not a regular file" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+        assert pipe.exists() and not pipe.is_file()  # still the pipe

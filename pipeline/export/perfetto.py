@@ -41,7 +41,7 @@ import duckdb
 
 from pipeline.errors import BadInputError
 from pipeline.normalize.chrome_map import MEMCPY_KINDS
-from pipeline.outputs import refuse_inside_normalized, writing, wrong_folder
+from pipeline.outputs import file_to_replace, refuse_inside_normalized, writing, wrong_folder
 
 #: Counters show a layer path cut to the deepest depth that gives at most this many layers (``counter_depth``).
 MAX_COUNTER_LAYERS = 16
@@ -518,7 +518,7 @@ def export_perfetto(
     from pipeline.analyze import connect
 
     trace_id = pick_trace(normalized, trace_id)
-    out = Path(out) if out is not None else Path(f"{trace_id}.perfetto.json.gz")
+    out = file_to_replace(Path(out) if out is not None else Path(f"{trace_id}.perfetto.json.gz"))
     if out.is_dir():
         raise BadInputError(out, "is a folder: give a file name ending in .json or .json.gz")
     if not out.absolute().parent.is_dir():
