@@ -357,3 +357,20 @@ def test_a_dot_command_as_the_query_runs_as_in_the_shell(nsys_out: Path, tmp_pat
     assert tables and tables <= listed
     bad = one(".nope")
     assert bad.returncode == 2 and bad.stderr == "Error: unknown command '.nope': .help lists them\n"
+
+
+def test_intervals_and_unions_print_as_duckdb_text_in_every_format(nsys_out: Path, tmp_path: Path) -> None:
+    # polars (markdown) and Parquet take no INTERVAL or UNION from Arrow: exit 1 with their errors before.
+    import pyarrow.parquet as pq
+
+    query = "SELECT INTERVAL 1 DAY AS i, 1::UNION(a INT, b VARCHAR) AS u, 2 AS n"
+    env = _env(tmp_path / "history")
+    run = lambda *a: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "pipeline.cli", "sql", str(nsys_out), query, *a], capture_output=True, text=True, env=env
+    )
+    r = run("--format", "markdown")
+    assert r.returncode == 0 and r.stdout.splitlines()[2] == "| 1 day | 1 | 2 |", r.stderr
+    r = run("--format", "json")
+    assert json.loads(r.stdout) == {"i": "1 day", "u": "1", "n": 2}
+    assert run("-o", tmp_path / "r.parquet").returncode == 0
+    assert pq.read_table(tmp_path / "r.parquet").to_pylist() == [{"i": "1 day", "u": "1", "n": 2}]

@@ -441,6 +441,11 @@ def _table_names() -> set[str]:
     return set(table_descriptions())
 
 
+#: DuckDB types that neither polars (markdown) nor Parquet take from Arrow: a result gives them as DuckDB's own text
+#: (what its CLI prints: ``1 day``), in every format.
+TEXT_TYPES = ("INTERVAL", "UNION")
+
+
 def fetch(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> pa.Table | None:
     """One statement's result as an Arrow table; None for one that answers with no rows to print (CREATE, DROP:
     :data:`RESULT_STATEMENTS`), run all the same. A statement that could write is refused (``read_only_query``:
@@ -448,6 +453,10 @@ def fetch(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> pa.Tab
     rel = read_only_query(con, statement.query)
     if rel is None or statement.type not in RESULT_STATEMENTS:
         return None  # DuckDB before 2.0 hands back no relation for CREATE; 2.0 a "Count" one, already run
+    if text := [n for n, t in zip(rel.columns, rel.types, strict=True) if str(t).split("(")[0] in TEXT_TYPES]:
+        rel = rel.select(
+            ", ".join(f"{_quoted(n)}::VARCHAR AS {_quoted(n)}" if n in text else _quoted(n) for n in rel.columns)
+        )
     return rel.to_arrow_table()
 
 
