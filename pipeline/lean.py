@@ -222,8 +222,9 @@ ARROW_THREADS_ENV = "OMP_NUM_THREADS"
 def size_arrow_pool(rows: int | None = None) -> int:
     """Arrow's CPU thread pool sized as :func:`duckdb_threads` sizes DuckDB's, for work over ``rows`` rows; returns
     the size. Arrow starts one thread per host core, which Parquet reads and writes and the compute kernels keep
-    busy on a small table: on the 16-core GPU host the 220k-kernel run took 6.3 CPU-s and 677 MB with it, 4.7
-    CPU-s and 550 MB with 2 threads, at the same wall time (benchmarks/results/arrow_threads_44.txt)."""
+    busy on a small table: on the 16-core GPU host, the three views over the 231k-kernel export with Arrow's pool
+    left at a thread per core peaked at 710 MB against 595 MB sized, for the same wall and CPU (side
+    ``arrow_unsized``, benchmarks/results/device_44_threads_h100.txt)."""
     import pyarrow as pa
 
     n = duckdb_threads(rows)

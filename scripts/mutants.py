@@ -963,10 +963,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "trace_ids_by_name_only",
         "tracepipe/__init__.py",
-        "return [tid for _, tid in sorted(picked)]",
-        "return sorted(tid for _, tid in picked)",
+        "return [tid for *_, tid in sorted(picked)]",
+        "return sorted(tid for *_, tid in picked)",
         "trace_ids() lists timeline traces first (the README's trace_ids()[0])",
         ("tests/test_api_questions.py::test_trace_ids_list_timeline_traces_first",),
+    ),
+    Mutant(
+        "trace_ids_cpu_only_first",
+        "tracepipe/__init__.py",
+        "(order.get(fmt, len(order)), tid not in with_kernels, tid)",
+        "(order.get(fmt, len(order)), False, tid)",
+        "trace_ids() lists timeline traces with kernels before CPU-only ones",
+        ("tests/test_api_questions.py::test_trace_ids_list_timeline_traces_with_kernels_before_cpu_only_ones",),
     ),
     Mutant(
         "piped_tables_at_80_columns",

@@ -88,6 +88,16 @@ def test_trace_ids_list_timeline_traces_first(folder: Path) -> None:
             tp.trace_ids("bogus")
 
 
+def test_trace_ids_list_timeline_traces_with_kernels_before_cpu_only_ones(tmp_path: Path) -> None:
+    # The README's trace_ids()[0] over sample_traces/ was cpu_compiled_train's CPU-only profile (first by name): every
+    # example after it came back empty.
+    normalize_file(SAMPLES / "cpu_compiled_train" / "torch_trace.json.gz", tmp_path, "cpu.torch_trace")
+    normalize_file(SAMPLES / "h200_smallcnn" / "torch_trace.json.gz", tmp_path, "gpu.torch_trace")
+    with tracepipe.open(tmp_path) as tp:
+        assert tp.trace_ids() == ["gpu.torch_trace", "cpu.torch_trace"]
+        assert tp.table("kernel_occupancy", trace_id=tp.trace_ids()[0]).height > 0
+
+
 def test_layers_are_the_reference_per_path_times(folder: Path, nsys_sqlite: Path) -> None:
     ref = nsys_path_stats(nsys_sqlite)
     with tracepipe.open(folder) as tp:

@@ -118,15 +118,29 @@ class Traces:
 
     def trace_ids(self, kind: str | None = None) -> list[str]:
         """Trace ids: with ``kind`` None every trace, timeline traces (nsys, PyTorch: kernels on a timeline, what the
-        per-layer views are about) first, then ncu and layer-shape ones, each group by name; ``kind`` one of
-        :data:`TRACE_KINDS` ('timeline', 'ncu', 'shapes') for that kind only."""
+        per-layer views are about) first, those with kernels before those without (a CPU-only profile), then ncu and
+        layer-shape ones, each group by name; ``kind`` one of :data:`TRACE_KINDS` ('timeline', 'ncu', 'shapes') for
+        that kind only."""
         if kind is not None and kind not in TRACE_KINDS:
             raise ValueError(f"kind {kind!r}: one of {', '.join(TRACE_KINDS)} (or None for every trace)")
         rows = self._con_for("trace_meta").execute("SELECT trace_id, source_format FROM trace_meta").fetchall()
         order = {fmt: i for i, formats in enumerate(TRACE_KINDS.values()) for fmt in formats}
         wanted = None if kind is None else set(TRACE_KINDS[kind])
-        picked = [(order.get(fmt, len(order)), tid) for tid, fmt in rows if wanted is None or fmt in wanted]
-        return [tid for _, tid in sorted(picked)]
+        with_kernels = self._traces_with_kernels()
+        picked = [
+            (order.get(fmt, len(order)), tid not in with_kernels, tid)
+            for tid, fmt in rows
+            if wanted is None or fmt in wanted
+        ]
+        return [tid for *_, tid in sorted(picked)]
+
+    def _traces_with_kernels(self) -> set[str]:
+        """The traces with a kernel (none where the folder has no kernels table to read)."""
+        try:
+            rows = self._con_for("kernels").execute("SELECT DISTINCT trace_id FROM kernels").fetchall()
+        except (duckdb.Error, KeyError):
+            return set()
+        return {tid for (tid,) in rows}
 
     def layers(self, trace_id: str | None = None) -> pl.DataFrame:
         """GPU time per layer path, most first: one row per trace and path (``layer_summary``) with trace_id, path,
