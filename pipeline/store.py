@@ -170,25 +170,30 @@ class Committed:
 
 def _read_manifest(out: Path, trace_id: str) -> Committed | None:
     """The trace's committed generation, None when it has no manifest. A manifest no writer left (cut short, edited)
-    or one whose generation folder is gone (removed by hand: writers remove only generations no manifest names) is
-    bad input naming the file and the fix, never a JSON or file-not-found error."""
+    or one whose generation folder is gone (removed by hand) is bad input naming the file and the fix, never a JSON
+    or file-not-found error. A writer removes a generation only after switching the manifest to the next one, so a
+    folder gone under a manifest just read is read again first: another name there is that switch, not damage."""
     path = _manifest_path(out, trace_id)
-    try:
-        doc = json.loads(path.read_text())
-        gen, tables = str(doc["generation"]), list(doc["tables"])
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
-        raise BadInputError(
-            path, f"not a manifest tracepipe wrote (cut short or edited): delete it and normalize {trace_id} again"
-        ) from e
-    folder = _generation_dir(out, trace_id, gen)
-    if not folder.is_dir():
-        raise BadInputError(
-            folder,
-            f"missing, though {path} names it (removed by hand?): delete that file and normalize {trace_id} again",
-        )
-    return Committed(trace_id, gen, {t: folder / f"{t}.parquet" for t in tables if t in TABLES})
+    named = None
+    while True:
+        try:
+            doc = json.loads(path.read_text())
+            gen, tables = str(doc["generation"]), list(doc["tables"])
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+            raise BadInputError(
+                path, f"not a manifest tracepipe wrote (cut short or edited): delete it and normalize {trace_id} again"
+            ) from e
+        folder = _generation_dir(out, trace_id, gen)
+        if folder.is_dir():
+            return Committed(trace_id, gen, {t: folder / f"{t}.parquet" for t in tables if t in TABLES})
+        if gen == named:  # named twice, and gone: removed by hand
+            raise BadInputError(
+                folder,
+                f"missing, though {path} names it (removed by hand?): delete that file and normalize {trace_id} again",
+            )
+        named = gen
 
 
 def committed(out: Path) -> dict[str, Committed]:

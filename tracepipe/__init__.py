@@ -138,7 +138,7 @@ class Traces:
         """The traces with a kernel (none where the folder has no kernels table to read)."""
         try:
             rows = self._con_for("kernels").execute("SELECT DISTINCT trace_id FROM kernels").fetchall()
-        except (duckdb.Error, KeyError):
+        except duckdb.Error:  # no kernels table (a folder of ncu or layer-shape traces only)
             return set()
         return {tid for (tid,) in rows}
 

@@ -108,7 +108,7 @@ def write_views(
     computed result (``analyze`` prints analysis_warnings this way: over views that were never computed, the
     view's SQL would plan every view under it as one statement, which ran out of memory on the 42 sample traces).
 
-    ``stamp``: each Parquet file of ``views`` carries it (``scratch.inputs_stamp``: what the views were computed over).
+    ``stamp``: each Parquet file of ``views`` carries it (``outputs.inputs_stamp``: what the views were computed over).
 
     Views are written in dependency order, each computed once: the views built on one
     (``layer_summary`` on ``kernel_layers``) read its result, not its SQL. ``in_memory`` (default: inputs of

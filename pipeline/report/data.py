@@ -154,7 +154,7 @@ def mixed_inputs(folder: Path) -> str | None:
     None when they agree; views written later over the same inputs (``--view kernel_sm_load``) agree."""
     stamps: dict[str, list[str]] = {}
     for path in sorted(folder.glob("*.parquet")):
-        if (stamp := file_stamp(path)) is not None:
+        if not path.name.startswith(".") and (stamp := file_stamp(path)) is not None:  # not a killed run's scratch
             stamps.setdefault(stamp, []).append(path.name)
     if len(stamps) < 2:
         return None
