@@ -1440,6 +1440,16 @@ MUTANTS: list[Mutant] = [
         ("tests/test_store_safety.py::test_a_damaged_manifest_or_a_lost_trace_folder_is_named_not_a_crash",),
     ),
     Mutant(
+        "gone_generation_not_read_again",
+        "pipeline/store.py",
+        "        if gen == named:  # named twice, and gone: removed by hand\n",
+        "        if True:\n",
+        "a generation gone under a manifest just read is read again (a writer's switch), not called damage",
+        (
+            "tests/test_store_safety.py::test_a_generation_removed_by_a_writer_switching_is_read_again_not_called_damage",
+        ),
+    ),
+    Mutant(
         "damaged_parquet_is_a_crash",
         "pipeline/cli.py",
         "        if (damaged := damaged_parquet(e)) is not None:",

@@ -390,3 +390,23 @@ def test_a_cut_parquet_file_is_named_with_the_command_that_writes_it_again(good_
     ):
         (analysis / f"{view}.parquet").write_bytes(b"")
         _one_line(tp(*args), analysis / f"{view}.parquet")
+
+
+def test_a_generation_removed_by_a_writer_switching_is_read_again_not_called_damage(
+    good_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer switches the manifest, then removes the generation it replaced: a reader that read the manifest just
+    # before the switch finds that folder gone. It reads the manifest again and takes the new generation.
+    import json
+
+    from pipeline import store
+
+    norm = good_run / "normalized"
+    manifest = next((norm / ".tracepipe" / "manifests").glob("*.json"))
+    current = manifest.read_text()
+    stale = json.dumps({**json.loads(current), "generation": "g-removed-by-the-writer"})
+    reads = iter([stale, current])
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda p, *a, **k: next(reads) if p == manifest else real(p, *a, **k))
+    got = store._read_manifest(norm, manifest.stem)
+    assert got is not None and got.generation == json.loads(current)["generation"]
