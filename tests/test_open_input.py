@@ -49,3 +49,17 @@ def test_a_file_named_like_one_format_holding_another_is_refused(tmp_path: Path)
     fake.write_bytes(gzip.decompress((SMALLCNN / "torch_trace.json.gz").read_bytes()))
     with pytest.raises(BadInputError, match="named like an SQLite database but its content looks like a JSON"):
         open_input(fake)
+
+
+def test_an_export_or_a_trace_named_like_an_nsys_report_is_named_for_what_it_is(tmp_path: Path) -> None:
+    # A .nsys-rep was never read for its content: an SQLite export or a chrome trace renamed so said that the nsys
+    # CLI was needed, though no nsys would read it. The real reports of the samples stay nsys-rep.
+    for content, what in (("nsys.sqlite.gz", "an SQLite database"), ("torch_trace.json.gz", "a JSON chrome trace")):
+        fake = tmp_path / "run.nsys-rep"
+        fake.write_bytes(gzip.decompress((SMALLCNN / content).read_bytes()))
+        with pytest.raises(BadInputError, match=f"named like an nsys report but its content looks like {what}"):
+            open_input(fake)
+    from pipeline.normalize.source import detect_format
+
+    reports = sorted((SMALLCNN.parent).glob("*/*.nsys-rep"))
+    assert len(reports) >= 3 and {detect_format(p) for p in reports} == {"nsys-rep"}

@@ -321,7 +321,18 @@ def detect_format(path: Path) -> str:
     if path.stat().st_size == 0:
         raise BadInputError(path, "file is empty")
     name = path.name.lower().removesuffix(".gz")
-    if name.endswith((".nsys-rep", ".qdrep", ".qdstrm")):
+    if name.endswith((".nsys-rep", ".qdrep", ".qdstrm")):  # nsys's own binary, read by its CLI: its bytes as they are
+        try:  # (a report is no gzip; one that does not decompress is nsys's to refuse)
+            with open(path, "rb") as f:
+                found = _by_content(f.read(HEAD_BYTES))
+        except OSError as e:
+            raise BadInputError(path, f"cannot read: {e}") from e
+        if found is not None:  # an export or a trace renamed: no nsys would read it
+            raise BadInputError(
+                path,
+                f"named like an nsys report but its content looks like {_WHAT[found]}: give it its own extension "
+                "(.sqlite, .json, .csv)",
+            )
         return "nsys-rep"
     first = head(path)
     if not first:
