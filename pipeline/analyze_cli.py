@@ -215,7 +215,7 @@ def sql(
         run_statement,
         write_result,
     )
-    from pipeline.outputs import is_normalized
+    from pipeline.outputs import is_normalized, mixed_inputs
 
     if not 1 <= max_rows <= MAX_ROWS:  # DuckDB's renderer counts rows in 64 bits
         raise click.BadParameter(f"{max_rows} is not a whole number from 1 to {MAX_ROWS}", param_hint="--max-rows")
@@ -259,6 +259,8 @@ def sql(
     # The views a statement names (and those they read) are created as it comes: creating every view binds each
     # body again under the views that read it (2.1 CPU-s on a 220k-kernel trace).
     con = connect_folder(normalized, device)  # or analyze's output, its views as written
+    if said := mixed_inputs(normalized):  # an analysis folder whose views disagree: read as written, but said
+        console.warn(f"{normalized}: {said}")
     if device is not None:  # stderr: the result on stdout stays clean CSV/JSON
         part = DEVICE_PRESETS[device][0]
         click.echo(f"PROJECTION onto {part}: device_limits and the SM views are not the trace's", err=True)

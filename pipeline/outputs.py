@@ -171,3 +171,22 @@ def file_stamp(path: Path) -> str | None:
         return None
     value = meta.get(INPUTS_KEY.encode())
     return value.decode() if value is not None else None
+
+
+def mixed_inputs(folder: Path) -> str | None:
+    """What is wrong with an analysis folder whose view files were computed over different inputs (their
+    ``outputs.INPUTS_KEY``): an analyze stopped midway after a trace was added or re-normalized, or one over other
+    traces into the same folder. The views would disagree on the traces (a trace's kernels without its layers).
+    None when they agree; views written later over the same inputs (``--view kernel_sm_load``) agree."""
+    stamps: dict[str, list[str]] = {}
+    for path in sorted(folder.glob("*.parquet")):
+        if not path.name.startswith(".") and (stamp := file_stamp(path)) is not None:  # not a killed run's scratch
+            stamps.setdefault(stamp, []).append(path.name)
+    if len(stamps) < 2:
+        return None
+    common, *others = sorted(stamps.values(), key=len, reverse=True)
+    return (
+        f"its views were computed over different traces ({others[0][0]} is not over the inputs of {common[0]} and "
+        f"{len(common) - 1} more): an analyze stopped midway, or one of other traces wrote here; run `tracepipe "
+        "analyze` again into this folder"
+    )

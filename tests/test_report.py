@@ -198,6 +198,9 @@ def test_views_over_different_inputs_are_refused_and_views_added_later_are_not(t
     r = tp("report", out / "analysis", "--out", tmp_path / "r", "-q")
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "computed over different traces" in r.stderr
     assert not (tmp_path / "r").exists()
+    r = tp("sql", out / "analysis", "SELECT count(DISTINCT trace_id) AS n FROM kernel_layers", "--format", "csv")
+    assert r.returncode == 0 and r.stdout.split() == ["n", "2"]  # read as written, and said:
+    assert "computed over different traces" in r.stderr
     for more in ((), ("--view", "kernel_sm_load")):
         assert tp("analyze", out / "normalized", "--out", out / "analysis", *more, "-q").returncode == 0
     r = tp("report", out / "analysis", "--out", tmp_path / "r", "--json")

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import BadInputError
-from pipeline.outputs import file_stamp, is_normalized, wrong_folder
+from pipeline.outputs import is_normalized, mixed_inputs, wrong_folder
 
 #: view -> columns the report reads from it; without any of these views there is nothing to report.
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -145,25 +145,6 @@ def read_view_file(path: Path, columns: list[str] | None = None) -> pl.DataFrame
         return pl.read_parquet(path, columns=columns)
     except Exception as e:  # polars raises several types for a truncated or foreign file
         raise BadInputError(path, f"not a readable Parquet file ({type(e).__name__}: {str(e).splitlines()[0]})") from e
-
-
-def mixed_inputs(folder: Path) -> str | None:
-    """What is wrong with an analysis folder whose view files were computed over different inputs (their
-    ``outputs.INPUTS_KEY``): an analyze stopped midway after a trace was added or re-normalized, or one over other
-    traces into the same folder. The views would disagree on the traces (a trace's kernels without its layers).
-    None when they agree; views written later over the same inputs (``--view kernel_sm_load``) agree."""
-    stamps: dict[str, list[str]] = {}
-    for path in sorted(folder.glob("*.parquet")):
-        if not path.name.startswith(".") and (stamp := file_stamp(path)) is not None:  # not a killed run's scratch
-            stamps.setdefault(stamp, []).append(path.name)
-    if len(stamps) < 2:
-        return None
-    common, *others = sorted(stamps.values(), key=len, reverse=True)
-    return (
-        f"its views were computed over different traces ({others[0][0]} is not over the inputs of {common[0]} and "
-        f"{len(common) - 1} more): an analyze stopped midway, or one of other traces wrote here; run `tracepipe "
-        "analyze` again into this folder"
-    )
 
 
 def load(folder: Path) -> Views:
