@@ -1459,7 +1459,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "views_over_other_inputs_reported",
-        "pipeline/report/data.py",
+        "pipeline/outputs.py",
         "    if len(stamps) < 2:\n        return None\n",
         "    if len(stamps) < 99:\n        return None\n",
         "a report refuses an analysis folder whose views were computed over different traces",
