@@ -63,3 +63,15 @@ def test_an_export_or_a_trace_named_like_an_nsys_report_is_named_for_what_it_is(
 
     reports = sorted((SMALLCNN.parent).glob("*/*.nsys-rep"))
     assert len(reports) >= 3 and {detect_format(p) for p in reports} == {"nsys-rep"}
+
+
+def test_a_pipe_given_as_input_is_named_as_one(tmp_path: Path) -> None:
+    # A FIFO said "no such file" (it exists); its content would be read twice, once for its format.
+    import os
+
+    pipe = tmp_path / "trace.json"
+    os.mkfifo(pipe)
+    with pytest.raises(BadInputError, match="not a regular file"):
+        open_input(pipe)
+    with pytest.raises(BadInputError, match="no such file"):
+        open_input(tmp_path / "absent.json")

@@ -317,6 +317,8 @@ def _ncu_past_head(path: Path) -> bool:
 def detect_format(path: Path) -> str:
     """The source format of ``path``, from its first bytes; BadInputError if none fits or the name disagrees."""
     if not path.is_file():
+        if path.exists() and not path.is_dir():  # read once for its format, again to parse: a file, not a stream
+            raise BadInputError(path, "not a regular file (a pipe, a device or a socket): give the trace file itself")
         raise BadInputError(path, "no such file")
     if path.stat().st_size == 0:
         raise BadInputError(path, "file is empty")
