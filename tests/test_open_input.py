@@ -75,3 +75,18 @@ def test_a_pipe_given_as_input_is_named_as_one(tmp_path: Path) -> None:
         open_input(pipe)
     with pytest.raises(BadInputError, match="no such file"):
         open_input(tmp_path / "absent.json")
+
+
+def test_a_damaged_gzip_says_which_damage_and_the_fix(tmp_path: Path) -> None:
+    # Bytes appended after the gzip stream said "cannot decompress: Not a gzipped file (b'ga')" of a file that is
+    # gzip; a flipped CRC byte said only "CRC check failed 0x.. != 0x..".
+    from pipeline.normalize import normalize_file
+
+    data = (SMALLCNN / "torch_trace.json.gz").read_bytes()
+    appended, flipped = tmp_path / "appended.json.gz", tmp_path / "flipped.json.gz"
+    appended.write_bytes(data + b"garbage")
+    flipped.write_bytes(data[:-6] + bytes([data[-6] ^ 0xFF]) + data[-5:])  # the trailer's CRC-32
+    with pytest.raises(BadInputError, match="bytes that are not gzip follow its gzip stream"):
+        normalize_file(appended, tmp_path / "out")
+    with pytest.raises(BadInputError, match=r"corrupt \(CRC check failed\): copy the file again"):
+        normalize_file(flipped, tmp_path / "out")

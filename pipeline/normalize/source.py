@@ -123,6 +123,20 @@ def side_file(path: Path, marker: str, versions: tuple[int, ...], kind: str) -> 
     return doc
 
 
+#: What a failed gzip read means, by the start of Python's message (gzip / zlib), with the fix.
+GZIP_FAILURES = (
+    ("Not a gzipped file", "bytes that are not gzip follow its gzip stream (appended to?): copy the file again"),
+    ("CRC check failed", "its gzip data is corrupt (CRC check failed): copy the file again"),
+    ("Incorrect length of data produced", "its gzip data is corrupt (wrong length): copy the file again"),
+)
+
+
+def cannot_decompress(e: Exception) -> str:
+    """The reason a gzip input failed to decompress, with the fix where Python's message says which damage it is."""
+    said = str(e)
+    return next((fix for start, fix in GZIP_FAILURES if said.startswith(start)), f"cannot decompress: {said}")
+
+
 def read_all(path: Path) -> bytes:
     """The whole decompressed content, with a clear error for a gzip cut mid-stream; refused past
     :func:`max_input_bytes` (a gzip bomb stops there, never decompressed whole)."""
@@ -138,7 +152,7 @@ def read_all(path: Path) -> bytes:
     except EOFError as e:
         raise BadInputError(path, "gzip stream ends early (file truncated?)") from e
     except (OSError, zlib.error) as e:
-        raise BadInputError(path, f"cannot decompress: {e}") from e
+        raise BadInputError(path, cannot_decompress(e)) from e
 
 
 def sqlite_size(header: bytes) -> int | None:
@@ -185,7 +199,7 @@ def local_file(path: Path, suffix: str) -> Iterator[Path]:
         except (OSError, zlib.error) as e:
             if isinstance(e, OSError) and e.errno == 28:  # ENOSPC
                 raise BadInputError(path, _no_space(written, tmp)) from e
-            raise BadInputError(path, f"cannot decompress: {e}") from e
+            raise BadInputError(path, cannot_decompress(e)) from e
         yield plain
 
 
