@@ -90,3 +90,7 @@ def test_a_damaged_gzip_says_which_damage_and_the_fix(tmp_path: Path) -> None:
         normalize_file(appended, tmp_path / "out")
     with pytest.raises(BadInputError, match=r"corrupt \(CRC check failed\): copy the file again"):
         normalize_file(flipped, tmp_path / "out")
+    cut = tmp_path / "cut.json.gz"  # within the first bytes read for the format: Python's EOFError text before
+    cut.write_bytes(data[: len(data) // 10])
+    with pytest.raises(BadInputError, match=r"gzip stream ends early \(file truncated\?\)"):
+        normalize_file(cut, tmp_path / "out")

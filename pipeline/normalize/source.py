@@ -87,14 +87,17 @@ HEAD_BYTES = 8192
 
 def head(path: Path, n: int = HEAD_BYTES) -> bytes:
     """The first ``n`` bytes of the (decompressed) content, as UTF-8 when it is UTF-16 text (:func:`as_utf8`)."""
+    gz = False
     try:
-        if is_gzip(path):
+        if gz := is_gzip(path):
             with gzip.open(path, "rb") as f:
                 return as_utf8(f.read(n), prefix=True)
         with open(path, "rb") as f:
             return as_utf8(f.read(n), prefix=True)
-    except (OSError, EOFError, zlib.error) as e:
-        raise BadInputError(path, f"cannot read: {e}") from e
+    except EOFError as e:  # a gzip cut within its first bytes, as read_all says of one cut later
+        raise BadInputError(path, "gzip stream ends early (file truncated?)") from e
+    except (OSError, zlib.error) as e:
+        raise BadInputError(path, cannot_decompress(e) if gz else f"cannot read: {e}") from e
     except UnicodeDecodeError as e:
         raise BadInputError(path, f"UTF-16 text that does not decode: {e}") from e
 
