@@ -14,6 +14,7 @@ naming the result's file and the fix: exit 2, as bad input, never a bug's exit 1
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Iterator
@@ -129,6 +130,28 @@ def error_number(e: BaseException) -> int | None:
     return next((code for code in range(1, 200) if os_error_fix(code) and os.strerror(code) in text), None)
 
 
+#: The file an error names: an OSError's own, or the one DuckDB's IOException could not open.
+_DUCKDB_FILE = re.compile(r'Cannot open file "(?P<path>[^"]+)"')
+#: No such file or folder, for a file created beside ``path`` or ``path`` itself (its folder exists: checked first):
+#: a place that takes no new file (/proc), or a folder removed meanwhile. Only there: an input gone is not this.
+_CREATE_REFUSED = "no file can be created there (a place such as /proc, or a folder removed meanwhile): write elsewhere"
+
+
+def _failed_file(e: BaseException) -> Path | None:
+    if isinstance(e, OSError):
+        return Path(e.filename) if e.filename is not None else None
+    m = _DUCKDB_FILE.search(str(e))
+    return Path(m["path"]) if m else None
+
+
+def _creation_refused(e: BaseException, path: Path) -> bool:
+    """Whether ``e`` is "no such file or folder" for ``path`` or a file beside it (its temp file)."""
+    failed = _failed_file(e)
+    if failed is None or not (error_number(e) == errno.ENOENT or "No such file or directory" in str(e)):
+        return False
+    return failed.absolute() == path.absolute() or failed.absolute().parent == path.absolute().parent
+
+
 @contextmanager
 def writing(path: Path) -> Iterator[None]:
     """Around the writing of ``path`` (through any temp file beside it): an OS refusal a user can fix becomes
@@ -140,6 +163,8 @@ def writing(path: Path) -> Iterator[None]:
     except Exception as e:
         code = error_number(e)
         fix = os_error_fix(code) if code is not None else None
+        if fix is None and _creation_refused(e, Path(path)):
+            fix = _CREATE_REFUSED
         if fix is None:
             raise
         raise OutputError(f"{path}: {fix}") from e

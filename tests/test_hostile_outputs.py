@@ -246,3 +246,23 @@ def test_a_link_is_written_through_and_a_pipe_is_refused(tmp_path: Path) -> None
         r = tp(*args)
         assert r.returncode == 2 and "not a regular file" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
         assert pipe.exists() and not pipe.is_file()  # still the pipe
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc: a folder that takes no new file")
+def test_a_place_that_takes_no_new_file_is_one_line_naming_it(normalized: Path, tmp_path: Path) -> None:
+    # /proc exists and refuses every new file with ENOENT: every writer gave FileNotFoundError or DuckDB's
+    # IOException, exit 1.
+    analysis = tmp_path / "a"
+    assert tp("analyze", normalized, "--out", analysis, "-q").returncode == 0
+    place = Path("/proc") / f"tracepipe-{os.getpid()}"
+    for args in (
+        ("analyze", normalized, "--out", place, "-q"),
+        ("normalize", SMALLCNN / "torch_trace.json.gz", "--out", place, "-q"),
+        ("report", analysis, "--out", place, "-q"),
+        ("sql", normalized, "SELECT 1", "-o", f"{place}.csv"),
+        ("findings", analysis, "-o", f"{place}.csv"),
+        ("export", "perfetto", normalized, "--trace-id", TRACE, "-o", f"{place}.json"),
+    ):
+        r = tp(*args)
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, (args, r.stderr)
+        assert str(place) in r.stderr and "no file can be created there" in r.stderr, (args, r.stderr)
