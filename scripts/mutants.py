@@ -1474,6 +1474,14 @@ MUTANTS: list[Mutant] = [
         ("tests/test_report.py::test_views_over_different_inputs_are_refused_and_views_added_later_are_not",),
     ),
     Mutant(
+        "creation_refused_is_a_crash",
+        "pipeline/outputs.py",
+        "        if fix is None and _creation_refused(e, Path(path)):\n",
+        "        if False:\n",
+        "no file creatable where a result goes (/proc) is a refused write naming it (exit 2), not an internal error",
+        ("tests/test_hostile_outputs.py::test_a_place_that_takes_no_new_file_is_one_line_naming_it",),
+    ),
+    Mutant(
         "warnings_over_uncomputed_views",
         "pipeline/analyze_cli.py",
         '    also = () if quiet else ("analysis_warnings",)\n'
