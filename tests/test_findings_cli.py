@@ -135,3 +135,13 @@ def test_a_misspelt_rule_or_an_unknown_trace_is_refused_not_an_empty_answer(run_
     assert r.returncode == 2 and f"no trace 'nope' here: --trace-id is one of {trace}" in r.stderr, r.stderr
     r = tp("findings", out / "analysis", "--trace-id", trace, "--rule", "straggler_rank")  # known, none found
     assert r.returncode == 0 and r.stdout.startswith("No findings"), r.stdout
+
+
+def test_a_cpu_only_profile_says_there_was_no_gpu_work_not_that_the_rules_found_none(tmp_path: Path) -> None:
+    # The CPU-only compiled sample ended `run` with "no rule found GPU time worth a look": it has no GPU time.
+    from pipeline.report.findings import NO_FINDINGS, NO_GPU_WORK
+
+    r = tp("run", SAMPLES / "cpu_compiled_train" / "torch_trace.json.gz", "--out", tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.endswith(NO_GPU_WORK) and NO_FINDINGS not in r.stdout
+    assert tp("findings", tmp_path / "o" / "analysis").stdout == NO_GPU_WORK

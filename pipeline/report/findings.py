@@ -108,14 +108,32 @@ def where(row: dict, with_trace: bool) -> str:
     return " · ".join(parts)
 
 
-def terminal_text(df: pl.DataFrame, width: int, max_lines: int | None = None, title: str | None = None) -> str:
+#: What an empty findings table says: the rules found nothing, or there was no GPU work to judge.
+NO_FINDINGS = "No findings: no rule found GPU time worth a look (thresholds: pipeline/analyze/finding_rules.py).\n"
+NO_GPU_WORK = (
+    "No findings: no trace here has GPU work (kernels, copies, memsets) to judge; normalize's warnings say why "
+    "(a CPU-only profile, or GPU activity not recorded).\n"
+)
+
+
+def has_gpu_work(folder: Path) -> bool:
+    """Whether any trace of an analysis folder has GPU work: layer_coverage has a row per trace with GPU operations
+    (True where that view was not written: nothing says otherwise)."""
+    coverage = folder / "layer_coverage.parquet"
+    return not coverage.is_file() or read_view_file(coverage, ["trace_id"]).height > 0
+
+
+def terminal_text(
+    df: pl.DataFrame, width: int, max_lines: int | None = None, title: str | None = None, gpu_work: bool = True
+) -> str:
     """The findings, most at stake first, each as a head line (rank, time at stake, its share of the GPU wall time,
     rule, trace when several, layer path, kernel) and its evidence and fix below, every line wrapped at ``width``
-    (never cut). With ``max_lines``, the top findings that fit, then one line saying how many more there are."""
+    (never cut). With ``max_lines``, the top findings that fit, then one line saying how many more there are.
+    ``gpu_work`` False: no trace had GPU work, which an empty table says instead of the rules' verdict."""
     import textwrap
 
     if df.height == 0:
-        return "No findings: no rule found GPU time worth a look (thresholds: pipeline/analyze/finding_rules.py).\n"
+        return NO_FINDINGS if gpu_work else NO_GPU_WORK
     with_trace = df["trace_id"].n_unique() > 1
 
     def wrap(text: str, indent: str, more: str | None = None) -> list[str]:
@@ -218,7 +236,7 @@ def print_top(analysis: Path, max_lines: int = RUN_SUMMARY_LINES) -> None:
         return
     df = load(analysis)
     title = f"Top findings of {df.height} (every one: tracepipe findings {analysis})"
-    sys.stdout.write(terminal_text(df, console.out.width, max_lines, title))
+    sys.stdout.write(terminal_text(df, console.out.width, max_lines, title, has_gpu_work(analysis)))
 
 
 MARKDOWN_COLUMNS = ("trace_id", "at_stake_ns", "share_pct", "rule", "path", "kernel", "evidence", "fix")

@@ -56,7 +56,7 @@ def findings(
       tracepipe findings build/normalized --format json | jq .fix
     """
     from pipeline.analyze.shell import OutputError, check_new_file, render, write_result
-    from pipeline.report.findings import load, markdown, screen_lines, terminal_text
+    from pipeline.report.findings import has_gpu_work, load, markdown, screen_lines, terminal_text
 
     df = load(folder, trace_id, rule)
     if output is not None:
@@ -85,4 +85,5 @@ def findings(
         sys.stdout.write(render(df.to_arrow(), fmt, max_rows=len(df) + 1))
         return
     title = f"{len(df)} finding(s) in {folder}, most GPU time at stake first"
-    sys.stdout.write(terminal_text(df, console.out.width, None if show_all else screen_lines() - 1, title))
+    lines = None if show_all else screen_lines() - 1
+    sys.stdout.write(terminal_text(df, console.out.width, lines, title, has_gpu_work(folder)))
