@@ -81,15 +81,20 @@ DAMAGED_PARQUET_MESSAGES = (
 )
 
 
+def damaged_file(path: Path, detail: str = "") -> BadInputError:
+    """A Parquet file of a tracepipe folder that is not whole, as bad input naming it and the command that writes it
+    again (``detail``: the reader's own words, in parentheses)."""
+    if ".tracepipe" in path.parts:  # a normalized folder's copy of a trace
+        fix = "normalize that trace again into the folder (tracepipe normalize SOURCE --out FOLDER --force)"
+    else:
+        fix = "write it again (tracepipe analyze, for a view's file)"
+    said = f" ({detail})" if detail else ""
+    return BadInputError(path, f"not a whole Parquet file (cut short, overwritten or removed){said}: {fix}")
+
+
 def damaged_parquet(e: Exception) -> BadInputError | None:
-    """A DuckDB error about a damaged or missing Parquet file, as bad input naming the file and the command that
-    writes it again; None for any other error."""
+    """A DuckDB error about a damaged or missing Parquet file, as :func:`damaged_file`; None for any other error."""
     for pattern in DAMAGED_PARQUET_MESSAGES:
         if m := pattern.search(str(e)):
-            path = Path(m["path"])
-            if ".tracepipe" in path.parts:  # a normalized folder's copy of a trace
-                fix = "normalize that trace again into the folder (tracepipe normalize SOURCE --out FOLDER --force)"
-            else:
-                fix = "write it again (tracepipe analyze, for a view's file)"
-            return BadInputError(path, f"not a whole Parquet file (cut short, overwritten or removed): {fix}")
+            return damaged_file(Path(m["path"]))
     return None

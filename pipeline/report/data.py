@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import BadInputError
+from pipeline.errors import BadInputError, damaged_file
 from pipeline.outputs import is_normalized, mixed_inputs, wrong_folder
 
 #: view -> columns the report reads from it; without any of these views there is nothing to report.
@@ -144,7 +144,7 @@ def read_view_file(path: Path, columns: list[str] | None = None) -> pl.DataFrame
     try:
         return pl.read_parquet(path, columns=columns)
     except Exception as e:  # polars raises several types for a truncated or foreign file
-        raise BadInputError(path, f"not a readable Parquet file ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+        raise damaged_file(path, f"{type(e).__name__}: {str(e).splitlines()[0]}") from e
 
 
 def load(folder: Path) -> Views:
